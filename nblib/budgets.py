@@ -1,0 +1,229 @@
+"""Budgets (`smoke`, `toy`, `full`) and model scales (`S1`-`S5`): the one place that defines them.
+
+`full` carries the paper's numbers (seed 000, §3.1, Table 1 N, App. A.3 Tables 5-7):
+non-embedding N of 31.47M, 60.84M, 104.42M, 245.42M and 821.15M; Ds/N in {90..450};
+Dl/N in {10..50}; S5's 9 diagonal/off-diagonal configurations and its 120N trajectory;
+4K / 32K / 128K contexts with RoPE bases 1e4 / 5e5 / 5e6; batch sizes and learning rates.
+
+`toy` and `smoke` carry scaled-down analogues: byte-level models with the same N ratios
+between scales, contexts 32 / 256 / 1024 (the paper's 8x and 4x steps), and token
+multiples divided by `multiple_scale` so the whole grid trains on two CPU cores.
+
+Every chapter validates its papermill parameters through `get_budget` / `get_scale`, so a
+wrong value fails at once with the allowed values listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+BUDGETS = ("smoke", "toy", "full")
+SCALES = ("S1", "S2", "S3", "S4", "S5")
+
+# Paper values (seed 000). Table 1 / Table 7: realized non-embedding N in millions.
+PAPER_N = {"S1": 31.47e6, "S2": 60.84e6, "S3": 104.42e6, "S4": 245.42e6, "S5": 821.15e6}
+PAPER_DS_MULTIPLES = (90, 180, 270, 360, 450)  # §3.1
+PAPER_DL_MULTIPLES = (10, 20, 30, 40, 50)  # §3.1
+# §3.1: five S5 configurations on the diagonal Ds = 9 Dl and four off-diagonal ones.
+PAPER_S5_CONFIGS = ((90, 10), (180, 20), (270, 30), (360, 40), (450, 50), (90, 50), (180, 40), (360, 20), (450, 10))
+PAPER_S5_TRAJECTORY = 120  # §4.2: S5 Constant trajectory to Dl = 120N at Ds = 450N
+PAPER_ROPE_BASES = (1e4, 5e5, 5e6)  # App. A.3: 4K, 32K, 128K stages
+
+
+class BudgetError(ValueError):
+    """A budget, scale or other chapter parameter outside the allowed values."""
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """One model scale at one budget: the architecture and its optimisation settings.
+
+    `model` holds `LlamaConfig` fields (seed 000's model is Llama-style, App. A.3).
+    Batch sizes are global, in sequences; the long stage keeps tokens per step equal to
+    the short stage's (App. A.3: "we reduce the global batch size by a factor of eight").
+    """
+
+    name: str
+    model: dict
+    batch_short: int
+    batch_long: int
+    lr: float  # stable LR of the short-context WSD stage; LCCP starts at lr/10 (App. A.3)
+    warmup_steps: int
+    paper_n_params: float
+
+
+@dataclass(frozen=True)
+class LongPPLSpec:
+    """LongPPL/ShortPPL protocol (seed 000 §3.1, App. A.1; Fang et al.'s reference code).
+
+    trunc_len is the local chunk (4096 at 32K), sliding_window the scored stride (1024).
+    """
+
+    trunc_len: int
+    sliding_window: int
+    n_docs: int
+    min_doc_len: int
+    max_doc_len: int | None
+    full_loss_max: float = 2.0  # loss_full < 2 for both key-token sets
+    long_delta_min: float = 2.0  # Δ > 2 selects long key tokens
+    short_delta_max: float = 0.0  # Δ < 0 selects short key tokens
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything that differs between smoke, toy and full. One dial sets the rest."""
+
+    name: str
+    short_seq_len: int
+    long_seq_len: int
+    ext_seq_len: int
+    rope_bases: tuple
+    multiple_scale: float  # token multiples (Ds/N, Dl/N, ckpt spacing) = paper's * this
+    ds_multiples: tuple
+    dl_multiples: tuple
+    s5_configs: tuple
+    s5_trajectory: float
+    s5_ckpt_every: float  # Dl/N between S5 trajectory checkpoints (paper: 1N)
+    s5_eval_every: float  # Dl/N between Last4 evaluation points (paper: 5N)
+    s4_pool_ckpt_every: float  # Dl/N between checkpoints of the Fig. 4a merging pool (paper: 2N)
+    constant_ckpt_every: float  # Dl/N between checkpoints of the S1-S4 Constant trajectories
+    n_constant_seeds: int  # independent Constant trajectories per configuration (paper: 3)
+    corpus: str
+    tokenizer: str
+    longppl: LongPPLSpec
+    reference: dict  # the LongPPL reference model (paper: Llama-3.1-8B)
+    scales: dict = field(default_factory=dict)
+    workers: int | None = None  # parallel training processes; None = CPU count
+    notes: str = ""
+
+    def scale(self, name: str) -> ScaleSpec:
+        return self.scales[check_scale(name)]
+
+    def n_tokens(self, scale: str, multiple: float) -> int:
+        """Tokens for a budget given as a multiple of the scale's non-embedding N."""
+        return int(round(multiple * self.n_params(scale)))
+
+    def n_params(self, scale: str) -> int:
+        """Non-embedding N of a scale at this budget (computed from the architecture)."""
+        from nblib.models import build_model
+
+        spec = self.scale(scale)
+        return build_model("llama", spec.model).n_params(non_embedding=True)
+
+
+def _llama(vocab, d, layers, heads, kv, ff, max_len):
+    return dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv, d_ff=ff,
+                rope_base=1e4, max_seq_len=max_len)
+
+
+def _scaled(values, k):
+    out = tuple(round(v * k, 6) for v in values)
+    return tuple(int(v) if float(v).is_integer() else v for v in out)
+
+
+def _full() -> Budget:
+    # Table 1 gives N only; these shapes (d_model, layers, GQA heads, SwiGLU width) are ours
+    # and land within 1% of the paper's N. Vocab: a 128K-entry tokenizer (Llama-3-like).
+    # LRs and batch sizes: Table 7 (LCCP LR = 4K LR / 10; 4K GBS = 8 x 32K GBS);
+    # warmup 1000 steps, 500 at S1 (App. A.3).
+    v, ml = 128256, 131072
+    scales = {
+        "S1": ScaleSpec("S1", _llama(v, 512, 11, 8, 2, 1344, ml), 128, 16, 9.766e-4, 500, PAPER_N["S1"]),
+        "S2": ScaleSpec("S2", _llama(v, 768, 10, 12, 2, 2048, ml), 128, 16, 9.542e-4, 1000, PAPER_N["S2"]),
+        "S3": ScaleSpec("S3", _llama(v, 768, 17, 12, 2, 2048, ml), 256, 32, 9.766e-4, 1000, PAPER_N["S3"]),
+        "S4": ScaleSpec("S4", _llama(v, 1152, 18, 18, 2, 3072, ml), 256, 32, 9.766e-4, 1000, PAPER_N["S4"]),
+        "S5": ScaleSpec("S5", _llama(v, 1920, 22, 30, 2, 5120, ml), 512, 64, 9.766e-4, 1000, PAPER_N["S5"]),
+    }
+    return Budget(
+        name="full", short_seq_len=4096, long_seq_len=32768, ext_seq_len=131072,
+        rope_bases=PAPER_ROPE_BASES, multiple_scale=1.0,
+        ds_multiples=PAPER_DS_MULTIPLES, dl_multiples=PAPER_DL_MULTIPLES, s5_configs=PAPER_S5_CONFIGS,
+        s5_trajectory=PAPER_S5_TRAJECTORY, s5_ckpt_every=1, s5_eval_every=5, s4_pool_ckpt_every=2,
+        constant_ckpt_every=1, n_constant_seeds=3,
+        corpus="jsonl:data/lccp/train.jsonl", tokenizer="hf:data/tokenizer/tokenizer.json",
+        longppl=LongPPLSpec(trunc_len=4096, sliding_window=1024, n_docs=10000, min_doc_len=32768, max_doc_len=40000),
+        reference={"kind": "hf", "path": "data/models/Llama-3.1-8B"},
+        scales=scales,
+        notes="The paper's scale: 16 H800 GPUs in the paper; run through torchrun (README).",
+    )
+
+
+def _toy() -> Budget:
+    # Byte-level (vocab 257) Llama models whose N keep the paper's ratios between scales
+    # (1 : 1.93 : 3.32 : 7.8 : 26.1); tokens per step grow with scale like Table 7's GBS.
+    v, ml = 257, 4096
+    k = 0.2
+    scales = {
+        "S1": ScaleSpec("S1", _llama(v, 16, 2, 2, 1, 48, ml), 8, 1, 1e-2, 20, PAPER_N["S1"]),
+        "S2": ScaleSpec("S2", _llama(v, 24, 2, 3, 1, 64, ml), 8, 1, 1e-2, 40, PAPER_N["S2"]),
+        "S3": ScaleSpec("S3", _llama(v, 32, 2, 4, 2, 80, ml), 16, 2, 1e-2, 40, PAPER_N["S3"]),
+        "S4": ScaleSpec("S4", _llama(v, 48, 2, 6, 2, 128, ml), 16, 2, 1e-2, 40, PAPER_N["S4"]),
+        "S5": ScaleSpec("S5", _llama(v, 64, 4, 8, 2, 160, ml), 32, 4, 1e-2, 40, PAPER_N["S5"]),
+    }
+    return Budget(
+        name="toy", short_seq_len=32, long_seq_len=256, ext_seq_len=1024, rope_bases=PAPER_ROPE_BASES,
+        multiple_scale=k,
+        ds_multiples=_scaled(PAPER_DS_MULTIPLES, k), dl_multiples=_scaled(PAPER_DL_MULTIPLES, k),
+        s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS),
+        s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,
+        s4_pool_ckpt_every=2 * k, constant_ckpt_every=1 * k, n_constant_seeds=2,
+        corpus="python-stdlib", tokenizer="byte",
+        longppl=LongPPLSpec(trunc_len=32, sliding_window=8, n_docs=64, min_doc_len=256, max_doc_len=None),
+        reference={"kind": "nblib", "model": _llama(v, 96, 4, 12, 4, 256, ml), "batch": 8, "lr": 1e-2,
+                   "warmup_steps": 50, "n_tokens": 4_000_000},
+        scales=scales,
+        notes="CPU main job: every phenomenon at byte level on the Python stdlib corpus.",
+    )
+
+
+def _smoke() -> Budget:
+    toy = _toy()
+    v, ml = 257, 1024
+    k = 0.02
+    scales = {
+        "S1": ScaleSpec("S1", _llama(v, 8, 1, 1, 1, 16, ml), 4, 1, 1e-2, 2, PAPER_N["S1"]),
+        "S2": ScaleSpec("S2", _llama(v, 8, 2, 1, 1, 16, ml), 4, 1, 1e-2, 2, PAPER_N["S2"]),
+        "S3": ScaleSpec("S3", _llama(v, 16, 1, 2, 1, 32, ml), 4, 1, 1e-2, 2, PAPER_N["S3"]),
+        "S4": ScaleSpec("S4", _llama(v, 16, 2, 2, 1, 32, ml), 4, 1, 1e-2, 2, PAPER_N["S4"]),
+        "S5": ScaleSpec("S5", _llama(v, 24, 2, 3, 1, 48, ml), 4, 1, 1e-2, 2, PAPER_N["S5"]),
+    }
+    return replace(
+        toy, name="smoke", short_seq_len=16, long_seq_len=64, ext_seq_len=256, multiple_scale=k,
+        ds_multiples=_scaled(PAPER_DS_MULTIPLES[::2], k), dl_multiples=_scaled(PAPER_DL_MULTIPLES[::2], k),
+        s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS[:5:2]),
+        s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,
+        s4_pool_ckpt_every=2 * k, constant_ckpt_every=1 * k, n_constant_seeds=2,
+        longppl=LongPPLSpec(trunc_len=8, sliding_window=4, n_docs=8, min_doc_len=64, max_doc_len=None),
+        reference={"kind": "nblib", "model": _llama(v, 16, 2, 2, 1, 32, ml), "batch": 4, "lr": 1e-2,
+                   "warmup_steps": 2, "n_tokens": 20_000},
+        scales=scales,
+        notes="CI: seconds per notebook; numbers are meaningless, code paths are real.",
+    )
+
+
+_BUILDERS = {"smoke": _smoke, "toy": _toy, "full": _full}
+_CACHE: dict = {}
+
+
+def check_choice(name: str, value, allowed) -> None:
+    """Raise BudgetError naming the parameter, the bad value and the allowed values."""
+    if value not in allowed:
+        raise BudgetError(f"{name}={value!r} is not allowed; allowed values: {', '.join(map(str, allowed))}")
+
+
+def check_scale(scale: str) -> str:
+    check_choice("scale", scale, SCALES)
+    return scale
+
+
+def get_budget(name: str) -> Budget:
+    """The Budget called `name` (smoke, toy or full); anything else raises BudgetError."""
+    check_choice("budget", name, BUDGETS)
+    if name not in _CACHE:
+        _CACHE[name] = _BUILDERS[name]()
+    return _CACHE[name]
+
+
+def get_scale(budget: str, scale: str) -> ScaleSpec:
+    """The ScaleSpec of `scale` at `budget`, validating both."""
+    return get_budget(budget).scale(scale)

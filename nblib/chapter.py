@@ -1,0 +1,62 @@
+"""What every chapter does first and last: validate its papermill parameters, open the run
+store, time itself, and save figures under figures/<chapter>/.
+
+    ch = Chapter("04_constant_last4", budget=budget, seed=seed, run_root=run_root, scale=scale)
+    ...
+    ch.save_figure(fig, "fig04a_observation_rules", runs=[...])
+    ch.done()   # prints the chapter's wall time
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from nblib.budgets import BudgetError, check_scale, get_budget
+from nblib.runstore import RunStore
+
+
+class Chapter:
+    def __init__(self, name: str, budget: str = "toy", seed: int = 0, run_root: str | None = None,
+                 scale: str | None = None, allowed_scales=None, **params):
+        self.name = name
+        self.budget = get_budget(budget)  # raises BudgetError listing smoke, toy, full
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise BudgetError(f"seed={seed!r} is not allowed; allowed values: integers >= 0")
+        self.seed = seed
+        self.scale = check_scale(scale) if scale is not None else None
+        if scale is not None and allowed_scales is not None and scale not in allowed_scales:
+            raise BudgetError(f"scale={scale!r} is not allowed in chapter {name}; allowed values: "
+                              f"{', '.join(allowed_scales)}")
+        self.params = params
+        self.store = RunStore(run_root or None)
+        self.t0 = time.time()
+        self.figures: list = []
+        print(f"[{name}] budget={self.budget.name} seed={seed}" + (f" scale={scale}" if scale else "")
+              + f" run store={self.store.root}")
+
+    def save_figure(self, fig, name: str, runs=(), extra: dict | None = None):
+        from nblib.figures import save_figure
+
+        path = save_figure(fig, self.name, name, self.budget.name, runs=runs, extra=extra)
+        self.figures.append(path)
+        return path
+
+    def save_table(self, df, name: str, runs=(), extra: dict | None = None):
+        from nblib.figures import save_table
+
+        return save_table(df, self.name, name, self.budget.name, runs=runs, extra=extra)
+
+    @property
+    def elapsed(self) -> float:
+        return time.time() - self.t0
+
+    def done(self) -> float:
+        """Print and return the chapter's wall time (the book runner also records it)."""
+        wall = self.elapsed
+        print(f"[{self.name}] chapter wall time: {wall:.1f} s ({wall / 60:.1f} min) at budget {self.budget.name}")
+        return wall
+
+
+def workers() -> int:
+    return max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))

@@ -1,0 +1,49 @@
+"""Saving figures and tables: `figures/<chapter>/<name>.png` plus a manifest of provenance.
+
+Each figure or table is named after the paper's (`fig04a_observation_rules`,
+`table03_variant_ablation`). The chapter's `manifest.json` records, per file, the budget,
+the git revision and the run hashes it came from, so every figure can be traced to runs
+the book can redo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from nblib.atomic import atomic_path, atomic_write_json, atomic_write_text
+from nblib.runstore import REPO_ROOT, code_version
+
+
+def figures_root() -> Path:
+    """`figures/` at the repository root, or $NBLIB_FIGURES_DIR (tests write elsewhere)."""
+    return Path(os.environ.get("NBLIB_FIGURES_DIR", REPO_ROOT / "figures"))
+
+
+def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: dict | None) -> None:
+    folder = figures_root() / chapter
+    mpath = folder / "manifest.json"
+    manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
+    hashes = sorted({getattr(r, "hash", r) for r in (runs or [])})
+    manifest[filename] = {"kind": kind, "budget": budget, "code": code_version(), "runs": hashes,
+                          "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})}
+    atomic_write_json(mpath, manifest)
+
+
+def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None, dpi: int = 110) -> Path:
+    """Save a matplotlib figure as figures/<chapter>/<name>.png and record its provenance."""
+    path = figures_root() / chapter / f"{name}.png"
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+    _record(chapter, path.name, budget, runs, "figure", extra)
+    return path
+
+
+def save_table(df, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None) -> Path:
+    """Save a pandas table as figures/<chapter>/<name>.csv and record its provenance."""
+    path = figures_root() / chapter / f"{name}.csv"
+    atomic_write_text(path, df.to_csv(index=False))
+    _record(chapter, path.name, budget, runs, "table", extra)
+    return path
