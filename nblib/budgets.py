@@ -105,10 +105,13 @@ class Budget:
 
     def n_params(self, scale: str) -> int:
         """Non-embedding N of a scale at this budget (computed from the architecture)."""
+        import torch
+
         from nblib.models import build_model
 
         spec = self.scale(scale)
-        return build_model("llama", spec.model).n_params(non_embedding=True)
+        with torch.device("meta"):  # count parameters without allocating them
+            return build_model("llama", spec.model).n_params(non_embedding=True)
 
 
 def _llama(vocab, d, layers, heads, kv, ff, max_len):
@@ -128,7 +131,7 @@ def _full() -> Budget:
     # warmup 1000 steps, 500 at S1 (App. A.3).
     v, ml = 128256, 131072
     scales = {
-        "S1": ScaleSpec("S1", _llama(v, 512, 11, 8, 2, 1344, ml), 128, 16, 9.766e-4, 500, PAPER_N["S1"]),
+        "S1": ScaleSpec("S1", _llama(v, 512, 11, 8, 4, 1344, ml), 128, 16, 9.766e-4, 500, PAPER_N["S1"]),
         "S2": ScaleSpec("S2", _llama(v, 768, 10, 12, 2, 2048, ml), 128, 16, 9.542e-4, 1000, PAPER_N["S2"]),
         "S3": ScaleSpec("S3", _llama(v, 768, 17, 12, 2, 2048, ml), 256, 32, 9.766e-4, 1000, PAPER_N["S3"]),
         "S4": ScaleSpec("S4", _llama(v, 1152, 18, 18, 2, 3072, ml), 256, 32, 9.766e-4, 1000, PAPER_N["S4"]),
@@ -188,7 +191,7 @@ def _smoke() -> Budget:
         "S5": ScaleSpec("S5", _llama(v, 24, 2, 3, 1, 48, ml), 4, 1, 1e-2, 2, PAPER_N["S5"]),
     }
     return replace(
-        toy, name="smoke", short_seq_len=16, long_seq_len=64, ext_seq_len=256, multiple_scale=k,
+        toy, name="smoke", short_seq_len=8, long_seq_len=64, ext_seq_len=256, multiple_scale=k,
         ds_multiples=_scaled(PAPER_DS_MULTIPLES[::2], k), dl_multiples=_scaled(PAPER_DL_MULTIPLES[::2], k),
         s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS[:5:2]),
         s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,

@@ -1,0 +1,31 @@
+# Two commands (README): `make book` (the main job) and `make test` (what CI runs).
+# Each sets itself up: a virtual environment in .venv with requirements.txt installed.
+PYTHON ?= python3
+VENV ?= .venv
+BUDGET ?= toy
+PY := $(VENV)/bin/python
+
+.PHONY: setup book test clean help
+
+help:
+	@echo "make book   # run every chapter at BUDGET=$(BUDGET) with papermill, save figures, build the HTML book"
+	@echo "make test   # unit tests + every chapter at the smoke budget (papermill + nbval-lax) + book build check"
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+setup: $(VENV)/.installed
+
+book: setup
+	$(PY) -m nblib.book run --budget $(BUDGET)
+
+test: setup
+	$(PY) -m pytest -q tests
+	$(PY) -m nblib.book test
+
+clean:
+	rm -rf _build

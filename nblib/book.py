@@ -1,0 +1,224 @@
+"""The book runner: execute every chapter with papermill, time it, build the HTML book, check it.
+
+    python -m nblib.book run  --budget toy     # the main job (`make book`)
+    python -m nblib.book test                  # smoke chapters + nbval-lax + book check (`make test`)
+    python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
+
+Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`.
+Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
+chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from nblib.atomic import atomic_write_json, atomic_write_text
+from nblib.runstore import REPO_ROOT, code_version
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+BOOK = REPO_ROOT / "book"
+
+
+def chapters() -> list[str]:
+    """Chapter names in book order (`01_introduction`, ...)."""
+    return sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+
+
+def sync(check: bool = False) -> list[str]:
+    """Write notebooks/*.ipynb from the .py sources (outputs stripped). Returns stale names.
+
+    check=True only reports which .ipynb differ from their .py source.
+    """
+    import jupytext
+    import nbformat
+
+    stale = []
+    for name in chapters():
+        nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+        text = nbformat.writes(nb)
+        target = NOTEBOOKS / f"{name}.ipynb"
+        if not target.exists() or _cells(nbformat.reads(target.read_text(), 4)) != _cells(nb):
+            stale.append(name)
+            if not check:
+                atomic_write_text(target, text)
+    return stale
+
+
+def _cells(nb) -> list:
+    return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True) -> dict:
+    """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}."""
+    import papermill as pm
+
+    out_nb = out_dir / "notebooks" / f"{name}.ipynb"
+    out_nb.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    status, error = "ok", None
+    print(f"[book] {name}: running at budget={budget} ...", flush=True)
+    try:
+        pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters={"budget": budget, **(params or {})},
+                            kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False)
+    except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
+        status, error = "failed", f"{type(e).__name__}: {str(e)[:2000]}"
+    wall = time.time() - t0
+    print(f"[book] {name}: {status} in {wall:.1f} s", flush=True)
+    return {"chapter": name, "status": status, "wall_s": round(wall, 1), "error": error}
+
+
+def run_report(times: list[dict], budget: str) -> str:
+    """Markdown of the 'Run report' page: each chapter's wall time and the machine."""
+    total = sum(t["wall_s"] for t in times)
+    code = code_version()
+    lines = [
+        "# Run report", "",
+        f"The book was last executed at the **{budget}** budget on "
+        f"{time.strftime('%Y-%m-%d %H:%M')} (git `{code['git'][:10]}`{' + local changes' if code['dirty'] else ''}).",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}.", "",
+        "| chapter | status | wall time (s) | wall time (min) |", "|---|---|---:|---:|",
+    ]
+    lines += [f"| {t['chapter']} | {t['status']} | {t['wall_s']:.1f} | {t['wall_s'] / 60:.1f} |" for t in times]
+    lines += [f"| **total** | | **{total:.1f}** | **{total / 60:.1f}** |", ""]
+    bench = REPO_ROOT / "benchmarks" / "results"
+    if bench.exists() and any(bench.glob("*.md")):
+        lines += ["## Benchmarks", "", "Results files written by `benchmarks/` (see the introduction).", ""]
+    return "\n".join(lines)
+
+
+def stage_book(out_dir: Path, report_md: str) -> None:
+    """Assemble the buildable book in out_dir: myst.yml, book/ pages, template, executed notebooks."""
+    shutil.copy2(REPO_ROOT / "myst.yml", out_dir / "myst.yml")
+    dst = out_dir / "book"
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(BOOK, dst, ignore=shutil.ignore_patterns("sample", "__pycache__", "_build"))
+    atomic_write_text(dst / "run_report.md", report_md)
+
+
+def build_html(out_dir: Path) -> Path:
+    """`jupyter book build --html` in out_dir with the project's offline template."""
+    jb = Path(sys.executable).parent / "jupyter"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    t0 = time.time()
+    proc = subprocess.run([str(jb), "book", "build", "--html"], cwd=out_dir, env=env, capture_output=True, text=True,
+                          timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    html = out_dir / "_build" / "html"
+    print(f"[book] HTML built in {time.time() - t0:.1f} s: {html / 'index.html'}", flush=True)
+    return html
+
+
+def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
+    """Problems with the built site: a missing chapter page or a missing figure of an executed chapter."""
+    sys.path.insert(0, str(BOOK))
+    try:
+        from check_site import check_site
+    finally:
+        sys.path.pop(0)
+    figs = sorted(p.name for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
+    return check_site(html, names, figs)
+
+
+def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
+             params: dict | None = None) -> int:
+    """Execute chapters, write the timings, build and check the HTML book. Returns an exit code."""
+    from nblib.budgets import get_budget
+
+    get_budget(budget)
+    names = names or chapters()
+    unknown = set(names) - set(chapters())
+    if unknown:
+        raise SystemExit(f"unknown chapters {sorted(unknown)}; allowed: {', '.join(chapters())}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stale = sync()
+    if stale:
+        print(f"[book] regenerated {len(stale)} .ipynb from their .py sources: {', '.join(stale)}")
+    t0 = time.time()
+    times = [execute(n, budget, out_dir, params) for n in names]
+    atomic_write_json(out_dir / "chapter_times.json", {"budget": budget, "chapters": times,
+                                                       "total_s": round(time.time() - t0, 1), "code": code_version()})
+    print("[book] chapter wall times:")
+    for t in times:
+        print(f"  {t['chapter']:<22} {t['status']:<7} {t['wall_s']:>8.1f} s")
+    print(f"  {'total':<30} {sum(t['wall_s'] for t in times):>8.1f} s")
+    failed = [t for t in times if t["status"] != "ok"]
+    for t in failed:
+        print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
+    if build:
+        stage_book(out_dir, run_report(times, budget))
+        html = build_html(out_dir)
+        from nblib.figures import figures_root
+
+        problems = check_book(html, names, figures_root())
+        for p in problems:
+            print(f"[book] site problem: {p}", file=sys.stderr)
+        if problems:
+            return 1
+    return 1 if failed else 0
+
+
+def test_book(out_dir: Path) -> int:
+    """The test command's notebook part: every chapter at smoke through papermill, the book
+    build and its check, then nbval-lax over the papermill-parameterised notebooks."""
+    import papermill as pm
+
+    if out_dir.exists():
+        shutil.rmtree(out_dir)  # always fresh: never pass on runs cached by older code
+    out_dir.mkdir(parents=True)
+    os.environ["NBLIB_RUN_ROOT"] = str(out_dir / "runs")
+    os.environ["NBLIB_FIGURES_DIR"] = str(out_dir / "figures")
+    stale = sync(check=True)
+    if stale:
+        print(f"[book] notebooks/*.ipynb out of sync with their .py: {stale}; run `python -m nblib.book sync`",
+              file=sys.stderr)
+        return 1
+    rc = run_book("smoke", out_dir)
+    if rc:
+        return rc
+    nbval_dir = out_dir / "nbval"
+    nbval_dir.mkdir()
+    for n in chapters():
+        pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
+                            parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
+    print("[book] nbval-lax over the smoke-parameterised notebooks", flush=True)
+    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                            str(nbval_dir)], cwd=out_dir)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m nblib.book", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="execute chapters at a budget and build the book")
+    r.add_argument("--budget", default="toy")
+    r.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
+    r.add_argument("--out", default=None, help="output folder (default: _build/<budget>)")
+    r.add_argument("--no-build", action="store_true")
+    t = sub.add_parser("test", help="smoke chapters, book build check, nbval-lax")
+    t.add_argument("--out", default=str(REPO_ROOT / "_build" / "smoke"))
+    s = sub.add_parser("sync", help="regenerate notebooks/*.ipynb from the .py sources")
+    s.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        out = Path(args.out) if args.out else REPO_ROOT / "_build" / args.budget
+        names = [c.strip() for c in args.chapters.split(",") if c.strip()] or None
+        return run_book(args.budget, out, names, build=not args.no_build)
+    if args.cmd == "test":
+        return test_book(Path(args.out))
+    stale = sync(check=args.check)
+    print("stale: " + (", ".join(stale) if stale else "none"))
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Budgets and scales: one place, paper numbers at full, clear errors for bad values."""
+
+import pytest
+
+from nblib.budgets import (BUDGETS, PAPER_DL_MULTIPLES, PAPER_DS_MULTIPLES, PAPER_N, PAPER_S5_CONFIGS, SCALES, BudgetError, get_budget, get_scale)
+from nblib.schedules import Schedule, wsd_stable_steps
+
+
+def test_bad_budget_names_value_and_allowed():
+    with pytest.raises(BudgetError) as e:
+        get_budget("huge")
+    msg = str(e.value)
+    assert "huge" in msg and all(b in msg for b in BUDGETS)
+
+
+def test_bad_scale_names_value_and_allowed():
+    with pytest.raises(BudgetError) as e:
+        get_scale("toy", "S9")
+    assert "S9" in str(e.value) and all(s in str(e.value) for s in SCALES)
+
+
+def test_full_budget_carries_paper_grid():
+    b = get_budget("full")
+    assert b.ds_multiples == (90, 180, 270, 360, 450)
+    assert b.dl_multiples == (10, 20, 30, 40, 50)
+    assert len(b.s5_configs) == 9 and set(b.s5_configs) == set(PAPER_S5_CONFIGS)
+    diag = [c for c in b.s5_configs if c[0] == 9 * c[1]]
+    assert len(diag) == 5  # §3.1: five on the diagonal Ds = 9 Dl
+    assert b.s5_trajectory == 120
+    assert (b.short_seq_len, b.long_seq_len, b.ext_seq_len) == (4096, 32768, 131072)
+    assert b.rope_bases == (1e4, 5e5, 5e6)
+    # Table 7: LCCP GBS 16, 16, 32, 32, 64 and 4K GBS eight times larger (App. A.3).
+    assert [b.scale(s).batch_long for s in SCALES] == [16, 16, 32, 32, 64]
+    assert all(b.scale(s).batch_short == 8 * b.scale(s).batch_long for s in SCALES)
+    # LCCP starts at the 4K terminal LR (lr/10): Table 7 lists 9.766e-5 (9.542e-5 at S2).
+    assert b.scale("S2").lr / 10 == pytest.approx(9.542e-5)
+    assert b.scale("S1").warmup_steps == 500 and b.scale("S4").warmup_steps == 1000
+
+
+def test_full_scales_within_two_percent_of_paper_n():
+    b = get_budget("full")
+    for s in SCALES:
+        assert b.n_params(s) == pytest.approx(PAPER_N[s], rel=0.02), s
+
+
+def test_s1_warmup_fraction_matches_app_a3():
+    # App. A.3: at S1, 500 warmup steps are 9.3% of the 90N budget (GBS 128 x 4096 tokens).
+    b = get_budget("full")
+    frac = 500 * 128 * 4096 / (90 * PAPER_N["S1"])
+    assert frac == pytest.approx(0.093, abs=0.001)
+    assert b.scale("S1").batch_short * b.short_seq_len == 128 * 4096
+
+
+@pytest.mark.parametrize("name", ["toy", "smoke"])
+def test_scaled_budgets_keep_the_paper_ratios(name):
+    b = get_budget(name)
+    k = b.multiple_scale
+    step = 2 if name == "smoke" else 1  # smoke keeps every other budget
+    assert b.ds_multiples == pytest.approx([m * k for m in PAPER_DS_MULTIPLES[::step]])
+    assert b.dl_multiples == pytest.approx([m * k for m in PAPER_DL_MULTIPLES[::step]])
+    assert all(d2 > d1 for d1, d2 in zip(b.ds_multiples, b.ds_multiples[1:]))
+    assert b.long_seq_len == 8 * b.short_seq_len and b.ext_seq_len == 4 * b.long_seq_len
+    ns = [b.n_params(s) for s in SCALES]
+    assert ns == sorted(ns) and len(set(ns)) == 5
+
+
+def test_toy_n_ratios_follow_paper():
+    b = get_budget("toy")
+    ratio = [b.n_params(s) / b.n_params("S1") for s in SCALES]
+    paper = [PAPER_N[s] / PAPER_N["S1"] for s in SCALES]
+    for r, p in zip(ratio, paper):
+        assert r == pytest.approx(p, rel=0.25)
+
+
+def test_wsd_schedule_phases():
+    s = Schedule("wsd", lr=1.0, total_steps=90, warmup_steps=10)
+    assert s(0) == pytest.approx(0.1) and s(9) == pytest.approx(1.0)
+    assert s.decay_start == 80 == wsd_stable_steps(90)
+    assert s(79) == 1.0 and s(80) == 1.0 and s(89) == pytest.approx(0.1)
+    # 8:1 ratio of warmup+stable to decay steps
+    assert s.decay_start / (90 - s.decay_start) == pytest.approx(8)
+
+
+def test_linear_decay_and_constant():
+    s = Schedule("linear_decay", lr=2.0, total_steps=11)
+    assert s(0) == 2.0 and s(10) == pytest.approx(0.2) and s(5) == pytest.approx(1.1)
+    c = Schedule("constant", lr=3.0)
+    assert c(0) == c(10**9) == 3.0
+
+
+def test_schedule_rejects_bad_kind():
+    with pytest.raises(ValueError, match="cosine.*allowed"):
+        Schedule("cosine", lr=1.0, total_steps=5)
