@@ -23,6 +23,9 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
     tmp_path = Path(tmp)
     try:
         yield tmp_path
@@ -59,10 +62,8 @@ def atomic_save_safetensors(tensors: dict, path: str | os.PathLike, metadata: di
 
 
 def append_jsonl(path: str | os.PathLike, record: dict) -> None:
-    """Append one JSON line and flush it to disk (a log: appends, never rewrites)."""
+    """Append one JSON line and flush it (a log: appends, never rewrites; no fsync per line)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())

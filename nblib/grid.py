@@ -18,9 +18,17 @@ from nblib.runstore import RunConfig
 from nblib.schedules import wsd_stable_steps
 
 
+def corpus_identity(spec: str) -> str:
+    """Content hash of a corpus: part of every run's identity, so results name their data."""
+    from nblib.data import get_corpus
+
+    return get_corpus(spec).identity
+
+
 def data_config(budget: Budget, stage: str) -> dict:
     """Data stream of a stage: 'short' (packed), 'long' (LCCP mixture) or 'ext' (128K mixture)."""
-    base = {"corpus": budget.corpus, "tokenizer": budget.tokenizer, "split": "train"}
+    base = {"corpus": budget.corpus, "corpus_id": corpus_identity(budget.corpus), "tokenizer": budget.tokenizer,
+            "split": "train"}
     if stage == "short":
         return {**base, "stream": "packed", "seq_len": budget.short_seq_len}
     if stage == "long":

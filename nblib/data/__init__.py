@@ -1,0 +1,79 @@
+"""Data layer: corpora, tokenizers, memory-mapped token shards, deterministic training streams.
+
+    corpus = load_corpus("python-stdlib")             # Corpus(name, docs, identity)
+    tok = load_tokenizer("byte")                       # or "hf:/path/tokenizer.json"
+    train = tokenize_corpus(corpus, tok, "train")      # TokenDocs over np.memmap, cached
+    x, y, doc_ids = PackedStream(train, 256, seed=0).batch(step, batch_size)
+    x, y, doc_ids = LongMixtureStream(train, 2048, 0, LengthMixture.lccp_32k()).batch(step, batch_size)
+    test = build_test_set(corpus, tok, target_len=2048, n_docs=50)
+"""
+
+from nblib.data.corpus import (
+    Corpus,
+    Document,
+    find_manifest,
+    in_eval_split,
+    load_corpus,
+    load_jsonl,
+    load_txt_folder,
+    python_stdlib_corpus,
+    split_documents,
+    split_fraction,
+    stdlib_files,
+    write_stdlib_manifest,
+)
+from nblib.data.shards import TokenDocs, cache_dir, tokenize_corpus
+from nblib.data.streams import LengthMixture, LongMixtureStream, PackedStream, segment_spans
+from nblib.data.testset import TestSet, build_test_set, truncate_text
+from nblib.data.tokenizers import ByteTokenizer, HFTokenizer, load_tokenizer
+
+__all__ = [
+    "ByteTokenizer", "Corpus", "Document", "HFTokenizer", "LengthMixture", "LongMixtureStream", "PackedStream",
+    "TestSet", "TokenDocs", "build_test_set", "cache_dir", "find_manifest", "in_eval_split", "load_corpus",
+    "load_jsonl", "load_tokenizer", "load_txt_folder", "python_stdlib_corpus", "segment_spans",
+    "split_documents", "split_fraction", "stdlib_files", "tokenize_corpus", "truncate_text",
+    "write_stdlib_manifest",
+]
+
+
+_CORPORA: dict = {}
+_TOKENIZERS: dict = {}
+
+
+def get_corpus(spec: str) -> Corpus:
+    """load_corpus(spec), cached per process (the grid builds many configs from one corpus)."""
+    if spec not in _CORPORA:
+        _CORPORA[spec] = load_corpus(spec)
+    return _CORPORA[spec]
+
+
+def get_tokenizer(spec: str):
+    """load_tokenizer(spec), cached per process."""
+    if spec not in _TOKENIZERS:
+        _TOKENIZERS[spec] = load_tokenizer(spec)
+    return _TOKENIZERS[spec]
+
+
+MIXTURES = {"lccp_32k": LengthMixture.lccp_32k, "extension_128k": LengthMixture.extension_128k}
+
+
+def make_stream(data: dict, seed: int):
+    """The training stream a run config's `data` section describes (nblib.runstore.RunConfig).
+
+    data: {"corpus": spec, "tokenizer": spec, "split": "train", "stream": "packed" | "long_mixture",
+           "seq_len": T, "mixture": "lccp_32k" | "extension_128k" (long_mixture only), ...}
+    """
+    corpus = get_corpus(data["corpus"])
+    if data.get("corpus_id") and data["corpus_id"] != corpus.identity:
+        raise ValueError(f"corpus {data['corpus']!r} has identity {corpus.identity[:16]} but the run config "
+                         f"expects {data['corpus_id'][:16]}: the corpus changed since the config was made")
+    tokens = tokenize_corpus(corpus, get_tokenizer(data["tokenizer"]), split=data.get("split", "train"))
+    kind = data["stream"]
+    if kind == "packed":
+        return PackedStream(tokens, int(data["seq_len"]), seed=seed)
+    if kind == "long_mixture":
+        name = data.get("mixture", "lccp_32k")
+        if name not in MIXTURES:
+            raise ValueError(f"mixture {name!r}; allowed: {', '.join(MIXTURES)}")
+        return LongMixtureStream(tokens, int(data["seq_len"]), seed=seed, mixture=MIXTURES[name]())
+    raise ValueError(f"stream {kind!r}; allowed: packed, long_mixture")
