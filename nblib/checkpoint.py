@@ -76,7 +76,8 @@ def _flatten_optimizer(state: dict, prefix: str, tensors: dict) -> dict:
 def _unflatten_optimizer(skeleton: dict, tensors: dict) -> dict:
     state = {}
     for pid, entry in skeleton["state"].items():
-        state[int(pid)] = {k: (tensors[v["tensor"]] if "tensor" in v else v["value"]) for k, v in entry.items()}
+        key = int(pid) if pid.isdigit() else pid  # index-keyed (torch) or FQN-keyed (torch.distributed)
+        state[key] = {k: (tensors[v["tensor"]] if "tensor" in v else v["value"]) for k, v in entry.items()}
     groups = skeleton["param_groups"]
     for g in groups:  # JSON turns tuples into lists; optimizers expect tuples for some fields
         for k, v in list(g.items()):
@@ -89,8 +90,9 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, tokens: int, model_st
                     optim_states: dict | None = None, extra: dict | None = None) -> CheckpointInfo:
     """Write checkpoint `step` atomically: assemble in a temp folder, fsync, rename.
 
-    optim_states: {name: optimizer.state_dict()} (several optimizers, e.g. muon + adamw);
-    the CPU RNG state is saved with them so a resumed run continues bit-identically.
+    optim_states: {name: optimizer state dict} (the trainer saves one FQN-keyed dict for
+    all its optimizers, from torch.distributed.checkpoint's get_optimizer_state_dict); the
+    CPU RNG state is saved with them so a resumed run continues bit-identically.
     """
     from safetensors.torch import save_file
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     get_optimizer_state_dict, set_optimizer_state_dict)
 
 from nblib.atomic import append_jsonl, atomic_write_json
 from nblib.checkpoint import (CheckpointInfo, CorruptCheckpointError, drop_optimizer_state, list_checkpoints,
@@ -69,16 +71,22 @@ def split_params(model: nn.Module) -> tuple[list, list, list]:
     return muon, decay, no_decay
 
 
-def make_optimizers(model: nn.Module, opt_cfg: dict, lr: float) -> dict:
-    """{"muon": Muon, "adamw": AdamW} with the paper's weight decay 0.1 (App. A.3)."""
+def make_optimizers(model: nn.Module, opt_cfg: dict, lr: float, sharded: bool = False) -> dict:
+    """{"muon": Muon, "adamw": AdamW} with the paper's weight decay 0.1 (App. A.3).
+
+    sharded=True (FSDP2) uses nblib.optim.ShardedMuon, which orthogonalises whole matrices.
+    """
     if opt_cfg.get("name") != "muon+adamw":
         raise ValueError(f"optimizer.name={opt_cfg.get('name')!r}; allowed: muon+adamw")
     muon_p, decay, no_decay = split_params(model)
     wd = float(opt_cfg.get("weight_decay", 0.1))
     opts = {}
     if muon_p:
-        opts["muon"] = torch.optim.Muon(muon_p, lr=lr, weight_decay=wd,
-                                        adjust_lr_fn=opt_cfg.get("muon_adjust_lr", "match_rms_adamw"))
+        from nblib.optim import ShardedMuon
+
+        muon_cls = ShardedMuon if sharded else torch.optim.Muon
+        opts["muon"] = muon_cls(muon_p, lr=lr, weight_decay=wd,
+                                adjust_lr_fn=opt_cfg.get("muon_adjust_lr", "match_rms_adamw"))
     groups = [g for g in ({"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0})
               if g["params"]]
     opts["adamw"] = torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_cfg.get("betas", (0.9, 0.95))),
@@ -143,28 +151,21 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model.module if hasattr(model, "module") else model
 
 
-def full_state_dict(model: nn.Module) -> dict:
-    """A full (unsharded) CPU state dict, also under FSDP2."""
-    _, world = dist_info()
-    if world > 1 and not hasattr(model, "module"):  # FSDP2: parameters are DTensors
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return {k: v.detach().cpu() for k, v in unwrap(model).state_dict().items()}
-
-
 # ---------------------------------------------------------------------------------------
 # the loop
 # ---------------------------------------------------------------------------------------
 def _logger(run) -> logging.Logger:
+    """A logger writing to <run>/train.log (its handler is replaced on every call)."""
     log = logging.getLogger(f"nblib.run.{run.hash}")
-    if not log.handlers:
-        run.path.mkdir(parents=True, exist_ok=True)
-        h = logging.FileHandler(run.path / "train.log")
-        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(h)
-        log.setLevel(logging.INFO)
-        log.propagate = False
+    for h in list(log.handlers):
+        log.removeHandler(h)
+        h.close()
+    run.path.mkdir(parents=True, exist_ok=True)
+    h = logging.FileHandler(run.path / "train.log")
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(h)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     return log
 
 
@@ -178,19 +179,24 @@ def _ckpt_steps(config) -> set[int]:
 
 
 def _latest_resumable(run, log) -> CheckpointInfo | None:
-    """Newest checkpoint with optimizer state that verifies; corrupt ones are quarantined."""
-    for ck in reversed(list_checkpoints(run.path, report=log.warning)):
+    """Newest checkpoint with optimizer state that verifies. Corrupt ones are reported (log
+    and warning), skipped, and quarantined when their hash fails; never taken as the latest."""
+    import warnings
+
+    from nblib.checkpoint import verify_checkpoint
+
+    def report(msg):
+        log.warning(msg)
+        warnings.warn(msg, stacklevel=3)
+
+    for ck in reversed(list_checkpoints(run.path, report=report)):
         if not ck.has_optimizer:
             continue
         try:
-            from nblib.checkpoint import verify_checkpoint
-
             verify_checkpoint(ck.path, deep=True)
             return ck
         except CorruptCheckpointError as e:
-            msg = f"corrupt checkpoint skipped: {e}"
-            log.warning(msg)
-            print(f"[nblib] {msg}", file=sys.stderr)
+            report(f"skipping corrupt checkpoint: {e}")
             quarantine(ck.path)
     return None
 
@@ -215,32 +221,28 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
     torch.manual_seed(cfg.seed)
     model = build_model_from_config(cfg.model)
     sched = cfg.make_schedule()
-    opts = make_optimizers(model, cfg.optimizer, sched(0))
-    start_step = 0
-
+    start_step, ostate, rng = 0, None, None
     resume = _latest_resumable(run, log)
     if resume is not None:
         weights, ostates, state = load_training_state(resume)
         _apply_init_rope(model, cfg)
         model.load_state_dict(weights)
-        for name, o in opts.items():
-            o.load_state_dict(ostates[name])
-        torch.set_rng_state(state["rng_torch_cpu"])
-        start_step = resume.step
+        ostate, rng, start_step = ostates["all"], state["rng_torch_cpu"], resume.step
         log.info(f"resuming from {resume.path.name} (step {start_step})")
     elif cfg.init is not None:
-        start_step = _apply_init(run, model, opts, log)
+        start_step, ostate, rng = _apply_init(run, model, log)
     if start_step >= cfg.total_steps:
         _finish(run, model, start_step, 0.0, log, code_version, skip_save=True)
         return
 
     model.to(device)
-    for o in opts.values():  # optimizer state follows its parameters
-        for st in o.state.values():
-            for k, v in st.items():
-                if torch.is_tensor(v) and k != "step":
-                    st[k] = v.to(device)
-    train_model = wrap_distributed(model, strategy)
+    train_model = wrap_distributed(model, strategy)  # FSDP2 shards `model` in place
+    sharded = strategy == "fsdp" and world > 1
+    opts = make_optimizers(model, cfg.optimizer, sched(start_step), sharded)  # after sharding: DTensor params
+    if ostate is not None:
+        set_optimizer_state_dict(model, list(opts.values()), ostate)
+    if rng is not None:
+        torch.set_rng_state(rng)
     stream = stream_for(cfg.data, cfg.seed)
     isolate = bool(cfg.data.get("doc_isolation", False))
     ckpt_at = _ckpt_steps(cfg)
@@ -292,7 +294,7 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
                 "lr": lr, "grad_norm": float(gnorm), "elapsed_s": round(time.time() - t0, 3)})
             bar.set_postfix(loss=f"{loss_sum:.3f}")
         if done in ckpt_at:
-            _save(run, train_model, opts, done, cfg, log)
+            _save(run, model, opts, done, cfg, log)
     bar.close()
     _finish(run, model, cfg.total_steps, time.time() - t0, log, code_version)
 
@@ -303,8 +305,11 @@ def _apply_init_rope(model, cfg) -> None:
         model.set_rope_base(float(base))  # ABF: a new RoPE base for the longer stage
 
 
-def _apply_init(run, model, opts, log) -> int:
-    """Start from a parent run: its weights (a new stage) or its full state (a branch)."""
+def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]:
+    """Start from a parent run: its weights (a new stage) or its full state (a branch).
+
+    Returns (start step, optimizer state or None, RNG state or None).
+    """
     from nblib.runstore import RunStore
 
     cfg = run.config
@@ -314,35 +319,26 @@ def _apply_init(run, model, opts, log) -> int:
         _apply_init_rope(model, cfg)
         model.load_state_dict(load_weights(ck))
         log.info(f"initialised weights from run {parent.hash} step {ck.step}")
-        return 0
+        return 0, None, None
     # "continue": same data stream, same optimizer trajectory, global step carried over.
     if parent.config.data != cfg.data or parent.config.batch_size != cfg.batch_size or parent.config.seed != cfg.seed:
         raise ValueError(f"init mode 'continue' needs the parent's data, batch_size and seed; run {run.hash} "
                          f"differs from its parent {parent.hash}")
     weights, ostates, state = load_training_state(ck)
     model.load_state_dict(weights)
-    for name, o in opts.items():
-        o.load_state_dict(ostates[name])
-    torch.set_rng_state(state["rng_torch_cpu"])
     log.info(f"continuing from run {parent.hash} step {ck.step}")
-    return ck.step
+    return ck.step, ostates["all"], state["rng_torch_cpu"]
 
 
 def _save(run, model, opts, step, cfg, log) -> None:
-    rank, world = dist_info()
-    state = full_state_dict(model)
-    ostates = {}
-    for name, o in opts.items():
-        if world > 1 and not hasattr(model, "module"):  # FSDP2 optimizer state is sharded too
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-            ostates[name] = get_optimizer_state_dict(model, o, options=StateDictOptions(full_state_dict=True,
-                                                                                        cpu_offload=True))
-        else:
-            ostates[name] = o.state_dict()
+    """Checkpoint on rank 0; gathering the full weights and optimizer state is collective."""
+    rank, _ = dist_info()
+    opt = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    state = get_model_state_dict(model, options=opt)
+    ostate = get_optimizer_state_dict(model, list(opts.values()), options=opt)
     if rank != 0:
         return
-    save_checkpoint(run.path, step, step * cfg.tokens_per_step, state, ostates)
+    save_checkpoint(run.path, step, step * cfg.tokens_per_step, state, {"all": ostate})
     log.info(f"checkpoint step {step}")
     if cfg.keep_optimizer == "last":
         for ck in list_checkpoints(run.path, report=log.warning):

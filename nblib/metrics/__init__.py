@@ -1,0 +1,20 @@
+"""Evaluation metrics: LongPPL and ShortPPL (seed 000 §3.1, §4.1, App. A.1).
+
+    ann = load_or_annotate("runs/longppl/annotation.json", ref_model, ref_tok, texts, spec)
+    res = evaluate(model, tok, texts, ann, max_len=spec_len)   # long_ppl, short_ppl, counts
+    print(format_testset_stats(testset_stats(ann, texts, tok, max_len)))   # Table 2
+
+Models: an nblib decoder + nblib tokenizer, a transformers causal LM + fast tokenizer, or a
+local Hugging Face folder path (scoring.py, hf.py).
+"""
+
+from .longppl import (Annotation, annotate, chunk_windows, evaluate, format_testset_stats, hash_texts,
+                      key_token_positions, load_or_annotate, long_ppl, merge_intervals, select_key_tokens,
+                      short_ppl, testset_stats)
+from .scoring import NblibScorer, as_encoder, as_scorer, module_fingerprint, nll_from_hidden
+
+__all__ = [
+    "Annotation", "NblibScorer", "annotate", "as_encoder", "as_scorer", "chunk_windows", "evaluate",
+    "format_testset_stats", "hash_texts", "key_token_positions", "load_or_annotate", "long_ppl",
+    "merge_intervals", "module_fingerprint", "nll_from_hidden", "select_key_tokens", "short_ppl", "testset_stats",
+]

@@ -1,0 +1,185 @@
+"""The trainer: exact resume after SIGKILL, branched WSD = separate runs, DDP/FSDP = one process,
+clear errors for NaN loss and corrupt checkpoints, extensible constant-LR trajectories."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from nblib import grid
+from nblib.budgets import get_budget
+from nblib.checkpoint import load_weights
+from nblib.runstore import RunConfig, RunStore
+from nblib.train import NonFiniteLossError
+
+MODEL = {"family": "llama", "vocab_size": 257, "d_model": 16, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1,
+         "d_ff": 32, "max_seq_len": 64}
+DATA = {"corpus": "python-stdlib", "tokenizer": "byte", "split": "train", "stream": "packed", "seq_len": 32}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # subprocess runs use OMP_NUM_THREADS=1: same kernels, same bits
+    yield
+    torch.set_num_threads(old)
+
+
+def cfg(steps, kind="wsd", every=None, **kw):
+    sched = {"kind": kind, "lr": 1e-2}
+    if kind != "linear_decay":
+        sched["warmup_steps"] = 3
+    return RunConfig(model=MODEL, data=DATA, schedule=sched, n_tokens=32 * 4 * steps, batch_size=4,
+                     budget="smoke", ckpt_every_tokens=None if every is None else 32 * 4 * every, **kw)
+
+
+def final_weights(run):
+    return load_weights(run.checkpoint("final"))
+
+
+def assert_bitwise(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_resume_after_sigkill_is_bitwise_identical(tmp_path):
+    c = cfg(600, every=50, keep_optimizer="last")
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(c.to_dict()))
+    cmd = [sys.executable, "-m", "nblib.train", str(path), "--no-progress"]
+    # uninterrupted
+    subprocess.run(cmd + ["--run-root", str(tmp_path / "a")], check=True, env=ENV, capture_output=True)
+    # killed with SIGKILL once it has written a checkpoint, then restarted
+    root_b = tmp_path / "b"
+    proc = subprocess.Popen(cmd + ["--run-root", str(root_b)], env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ck = root_b / c.hash / "ckpt"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (ck.exists() and any(p.name.startswith("step_") for p in ck.iterdir())):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_b = RunStore(root_b).run(c)
+    assert not run_b.is_complete(), "the run finished before it could be killed; make it longer"
+    subprocess.run(cmd + ["--run-root", str(root_b)], check=True, env=ENV, capture_output=True)
+    assert "resuming from step_" in (root_b / c.hash / "train.log").read_text()
+    assert_bitwise(final_weights(RunStore(tmp_path / "a").run(c)), final_weights(run_b))
+
+
+def test_branched_wsd_equals_separate_runs(tmp_path):
+    b = get_budget("smoke")
+    stage = grid.short_stage(b, "S2", ds_multiples=b.ds_multiples[:2])
+    store = RunStore(tmp_path / "branched")
+    store.get_or_run_many(stage.all(), workers=1, progress=False)
+    separate = RunStore(tmp_path / "separate")
+    for m, branch in stage.wsd.items():
+        alone = grid.wsd_config(b, "S2", m)
+        assert alone.init is None and branch.init["mode"] == "continue"
+        assert alone.total_steps == branch.total_steps and branch.init["step"] < branch.total_steps
+        assert_bitwise(final_weights(store.run(branch)), final_weights(separate.get_or_run(alone, progress=False)))
+
+
+def test_extending_a_constant_trajectory_trains_only_new_tokens(tmp_path):
+    store = RunStore(tmp_path / "s")
+    short = store.get_or_run(cfg(40, kind="constant", every=10), progress=False)
+    long_cfg = cfg(70, kind="constant", every=10)
+    assert long_cfg.hash == short.hash  # one trajectory
+    run = store.get_or_run(long_cfg, progress=False)
+    log = (run.path / "train.log").read_text()
+    assert "resuming from step_00000040" in log and "training steps 40->70" in log
+    assert [c.step for c in run.checkpoints()] == [10, 20, 30, 40, 50, 60, 70]
+    fresh = RunStore(tmp_path / "fresh").get_or_run(long_cfg, progress=False)
+    assert_bitwise(final_weights(run), final_weights(fresh))
+    assert run.manifest["realized_tokens"] == 70 * 128
+
+
+def test_get_or_run_never_retrains(tmp_path):
+    store = RunStore(tmp_path)
+    run = store.get_or_run(cfg(10), progress=False)
+    stamp = (run.path / "manifest.json").stat().st_mtime_ns
+    again = store.get_or_run(cfg(10), progress=False)
+    assert (again.path / "manifest.json").stat().st_mtime_ns == stamp
+
+
+def test_corrupt_latest_checkpoint_is_skipped_and_result_unchanged(tmp_path):
+    store = RunStore(tmp_path / "s")
+    c40 = cfg(40, kind="constant", every=10, keep_optimizer="all")
+    run = store.get_or_run(c40, progress=False)
+    weights = run.path / "ckpt" / "step_00000040" / "optim.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # truncated
+    with pytest.warns(UserWarning, match="step_00000040"):
+        run_c = store.get_or_run(cfg(60, kind="constant", every=10, keep_optimizer="all"), progress=False)
+    log = (run_c.path / "train.log").read_text()
+    assert "corrupt" in log and "resuming from step_00000030" in log
+    ref = RunStore(tmp_path / "ref").get_or_run(cfg(60, kind="constant", every=10), progress=False)
+    assert_bitwise(final_weights(run_c), final_weights(ref))
+
+
+def test_nan_loss_stops_with_clear_error_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+    import nblib.train as T
+
+    real_build = T.build_model_from_config
+    calls = {"n": 0}
+
+    def poisoned(model_cfg):
+        model = real_build(model_cfg)
+        forward = model.forward
+
+        def fwd(*a, **kw):
+            logits, loss = forward(*a, **kw)
+            calls["n"] += 1
+            if calls["n"] == 13:  # step index 12
+                loss = loss * float("nan")
+            return logits, loss
+
+        model.forward = fwd
+        return model
+
+    monkeypatch.setattr(T, "build_model_from_config", poisoned)
+    store = RunStore(tmp_path)
+    c = cfg(30, every=5)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss \(nan\) at step 12.*Last good checkpoint: step 10"):
+        store.get_or_run(c, progress=False)
+    run = store.run(c)
+    assert [k.step for k in run.checkpoints()] == [5, 10] and run.manifest is None
+
+
+def _torchrun(tmp_path, c, root, strategy):
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(c.to_dict()))
+    torchrun = Path(sys.executable).parent / "torchrun"
+    subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.train", str(path), "--run-root", str(root),
+                    "--strategy", strategy, "--no-progress"], check=True, env=ENV, capture_output=True, timeout=300)
+    return RunStore(root).run(c)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_process_run_matches_single_process(tmp_path, strategy):
+    """Same global batch on 2 CPU processes (gloo): the weights match a single process to fp
+    tolerance at every early step; later, Muon's bf16 Newton-Schulz amplifies the last-bit
+    differences of reduction order, so the loss curves are compared with a looser tolerance."""
+    c = cfg(20, every=1)
+    single = RunStore(tmp_path / "one").get_or_run(c, progress=False)
+    multi = _torchrun(tmp_path, c, tmp_path / "two", strategy)
+    for step in (1, 2, 3):
+        a, b = load_weights(single.checkpoint(step)), load_weights(multi.checkpoint(step))
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+    la, lb = single.metrics(), multi.metrics()
+    torch.testing.assert_close(torch.tensor(la["loss"].values), torch.tensor(lb["loss"].values), rtol=0.02, atol=0)
+
+
+def test_cli_rejects_bad_config(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model": {}, "nonsense": 1}))
+    proc = subprocess.run([sys.executable, "-m", "nblib.train", str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "nonsense" in proc.stderr
