@@ -130,6 +130,22 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
     return check_site(html, names, figs)
 
 
+def _log_cell_outputs(out_dir: Path) -> None:
+    """Stream every executed cell's output to stdout and to <out>/book.log (papermill logs
+    them at INFO level), so long chapters show progress and leave a readable log."""
+    import logging
+
+    log = logging.getLogger("papermill")
+    log.setLevel(logging.INFO)
+    for h in list(log.handlers):
+        log.removeHandler(h)
+    fmt = logging.Formatter("%(message)s")
+    for h in (logging.StreamHandler(sys.stdout), logging.FileHandler(out_dir / "book.log")):
+        h.setFormatter(fmt)
+        log.addHandler(h)
+    log.propagate = False
+
+
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
              params: dict | None = None) -> int:
     """Execute chapters, write the timings, build and check the HTML book. Returns an exit code."""
@@ -141,6 +157,7 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     if unknown:
         raise SystemExit(f"unknown chapters {sorted(unknown)}; allowed: {', '.join(chapters())}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    _log_cell_outputs(out_dir)
     stale = sync()
     if stale:
         print(f"[book] regenerated {len(stale)} .ipynb from their .py sources: {', '.join(stale)}")

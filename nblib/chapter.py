@@ -29,18 +29,29 @@ class Chapter:
             raise BudgetError(f"scale={scale!r} is not allowed in chapter {name}; allowed values: "
                               f"{', '.join(allowed_scales)}")
         self.params = params
+        # Executed notebooks keep every progress-bar refresh; refresh rarely (tqdm reads TQDM_*).
+        os.environ.setdefault("TQDM_MININTERVAL", "20")
+        os.environ.setdefault("TQDM_MAXINTERVAL", "60")
         self.store = RunStore(run_root or None)
         self.t0 = time.time()
         self.figures: list = []
         print(f"[{name}] budget={self.budget.name} seed={seed}" + (f" scale={scale}" if scale else "")
               + f" run store={self.store.root}")
 
-    def save_figure(self, fig, name: str, runs=(), extra: dict | None = None):
+    def save_figure(self, fig, name: str, runs=(), extra: dict | None = None, show: bool = True) -> None:
+        """Save under figures/<chapter>/<name>.png (with provenance) and show that very file,
+        so the page displays exactly the PNG the figures folder holds (path: self.figures[-1])."""
+        import matplotlib.pyplot as plt
+
         from nblib.figures import save_figure
 
         path = save_figure(fig, self.name, name, self.budget.name, runs=runs, extra=extra)
+        plt.close(fig)
         self.figures.append(path)
-        return path
+        if show:
+            from IPython.display import Image, display
+
+            display(Image(filename=str(path)))
 
     def save_table(self, df, name: str, runs=(), extra: dict | None = None):
         from nblib.figures import save_table
@@ -51,11 +62,10 @@ class Chapter:
     def elapsed(self) -> float:
         return time.time() - self.t0
 
-    def done(self) -> float:
-        """Print and return the chapter's wall time (the book runner also records it)."""
+    def done(self) -> None:
+        """Print the chapter's wall time (the book runner also records it)."""
         wall = self.elapsed
         print(f"[{self.name}] chapter wall time: {wall:.1f} s ({wall / 60:.1f} min) at budget {self.budget.name}")
-        return wall
 
 
 def workers() -> int:

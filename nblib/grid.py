@@ -32,9 +32,9 @@ def data_config(budget: Budget, stage: str) -> dict:
     if stage == "short":
         return {**base, "stream": "packed", "seq_len": budget.short_seq_len}
     if stage == "long":
-        return {**base, "stream": "long_mixture", "seq_len": budget.long_seq_len, "mixture": "lccp_32k"}
+        return {**base, "stream": "long_mixture", "seq_len": budget.long_seq_len, "mixture": budget.lccp_mixture}
     if stage == "ext":  # App. A.3: the 128K stage isolates packed documents (span-based attention)
-        return {**base, "stream": "long_mixture", "seq_len": budget.ext_seq_len, "mixture": "extension_128k",
+        return {**base, "stream": "long_mixture", "seq_len": budget.ext_seq_len, "mixture": budget.ext_mixture,
                 "doc_isolation": True}
     raise ValueError(f"stage {stage!r}; allowed: short, long, ext")
 
@@ -62,7 +62,7 @@ def wsd_config(budget: Budget, scale: str, ds_mult: float, seed: int = 0, init: 
         schedule={"kind": "wsd", "lr": spec.lr, "warmup_steps": spec.warmup_steps, "decay_frac": 1 / 9,
                   "final_lr_frac": 0.1},
         n_tokens=budget.n_tokens(scale, ds_mult), batch_size=spec.batch_short, seed=seed, budget=budget.name,
-        init=init, label=f"{scale} short Ds={ds_mult}N")
+        init=init, label=f"{scale} short Ds={ds_mult}N", meta={"scale": scale, "stage": "short", "ds_mult": ds_mult})
 
 
 def short_stage(budget: Budget | str, scale: str, seed: int = 0, ds_multiples=None) -> ShortStage:
@@ -82,7 +82,8 @@ def short_stage(budget: Budget | str, scale: str, seed: int = 0, ds_multiples=No
         model=model_config(budget, scale), data=data_config(budget, "short"),
         schedule={"kind": "constant", "lr": spec.lr, "warmup_steps": spec.warmup_steps},
         n_tokens=max(max(stable.values()), 1) * tps, batch_size=spec.batch_short, seed=seed, budget=budget.name,
-        ckpt_steps=tuple(s for s in stable.values() if s > 0), keep_optimizer="all", label=f"{scale} short stable")
+        ckpt_steps=tuple(s for s in stable.values() if s > 0), keep_optimizer="all", label=f"{scale} short stable",
+        meta={"scale": scale, "stage": "short-trunk"})
     wsd = {}
     for m, c in plain.items():
         if stable[m] == 0:  # too short to branch: train it standalone
@@ -93,14 +94,14 @@ def short_stage(budget: Budget | str, scale: str, seed: int = 0, ds_multiples=No
     return ShortStage(trunk, wsd)
 
 
-def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, dl_mult: float, seed: int,
-          label: str, **kw) -> RunConfig:
+def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, n_tokens: int, seed: int,
+          label: str, meta: dict, **kw) -> RunConfig:
     spec = budget.scale(scale)
     return RunConfig(
         model=model_config(budget, scale), data=data_config(budget, "long"), schedule=schedule,
-        n_tokens=budget.n_tokens(scale, dl_mult), batch_size=spec.batch_long, seed=seed, budget=budget.name,
+        n_tokens=n_tokens, batch_size=spec.batch_long, seed=seed, budget=budget.name,
         init={"run": parent.hash, "step": parent.total_steps, "mode": "weights", "rope_base": budget.rope_bases[1]},
-        label=label, **kw)
+        label=label, meta={"scale": scale, **meta}, **kw)
 
 
 def lccp_linear_decay(budget: Budget | str, scale: str, ds_mult: float, dl_mult: float, seed: int = 0) -> RunConfig:
@@ -108,23 +109,42 @@ def lccp_linear_decay(budget: Budget | str, scale: str, ds_mult: float, dl_mult:
     budget = get_budget(budget) if isinstance(budget, str) else budget
     parent = short_stage(budget, scale).wsd[ds_mult]
     lr0 = budget.scale(scale).lr * 0.1
-    return _lccp(budget, scale, parent, {"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.1}, dl_mult, seed,
-                 f"{scale} LD Ds={ds_mult}N Dl={dl_mult}N")
+    return _lccp(budget, scale, parent, {"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.1},
+                 budget.n_tokens(scale, dl_mult), seed, f"{scale} LD Ds={ds_mult}N Dl={dl_mult}N",
+                 {"stage": "lccp-ld", "ds_mult": ds_mult, "dl_mult": dl_mult})
 
 
 def lccp_constant(budget: Budget | str, scale: str, ds_mult: float, until_mult: float, seed: int = 0,
                   ckpt_every: float | None = None) -> RunConfig:
-    """Constant-LR LCCP trajectory (§4.1, Table 7) with checkpoints every `ckpt_every` * N tokens.
+    """Constant-LR LCCP trajectory (§4.1, Table 7) with a checkpoint every `ckpt_every` * N tokens.
 
-    Extensible: asking for a larger `until_mult` later resumes from the last raw checkpoint.
-    `seed` changes the LCCP data order only; every seed starts from the same 4K checkpoint.
+    The checkpoint interval is a whole number of steps k, and the trajectory length a whole
+    number of intervals, so the checkpoint at Dl = j * ckpt_every * N is step j * k
+    (`checkpoint_step`). Extensible: asking for a larger `until_mult` later resumes from the
+    last raw checkpoint. `seed` changes the LCCP data order only; every seed starts from the
+    same 4K checkpoint.
     """
     budget = get_budget(budget) if isinstance(budget, str) else budget
     parent = short_stage(budget, scale).wsd[ds_mult]
-    lr0 = budget.scale(scale).lr * 0.1
+    spec = budget.scale(scale)
+    lr0 = spec.lr * 0.1
     every = budget.constant_ckpt_every if ckpt_every is None else ckpt_every
-    return _lccp(budget, scale, parent, {"kind": "constant", "lr": lr0}, until_mult, seed,
-                 f"{scale} Const Ds={ds_mult}N seed={seed}", ckpt_every_tokens=budget.n_tokens(scale, every))
+    tps = spec.batch_long * budget.long_seq_len
+    k = max(1, int(round(budget.n_tokens(scale, every) / tps)))
+    n_intervals = int(round(until_mult / every))
+    return _lccp(budget, scale, parent, {"kind": "constant", "lr": lr0}, n_intervals * k * tps, seed,
+                 f"{scale} Const Ds={ds_mult}N seed={seed}",
+                 {"stage": "lccp-const", "ds_mult": ds_mult, "ckpt_every_mult": every, "ckpt_every_steps": k},
+                 ckpt_every_tokens=k * tps)
+
+
+def checkpoint_step(config: RunConfig, dl_mult: float) -> int:
+    """Step of a Constant trajectory's checkpoint at Dl = dl_mult * N (a multiple of the interval)."""
+    every, k = config.meta["ckpt_every_mult"], config.meta["ckpt_every_steps"]
+    j = dl_mult / every
+    if abs(j - round(j)) > 1e-6 or round(j) < 1:
+        raise ValueError(f"Dl = {dl_mult}N is not a positive multiple of the checkpoint spacing {every}N")
+    return int(round(j)) * k
 
 
 def reference_config(budget: Budget | str) -> RunConfig:
@@ -137,7 +157,8 @@ def reference_config(budget: Budget | str) -> RunConfig:
         model={"family": "llama", **ref["model"]}, data=data_config(budget, "long"),
         schedule={"kind": "wsd", "lr": ref["lr"], "warmup_steps": ref["warmup_steps"], "decay_frac": 1 / 9,
                   "final_lr_frac": 0.1},
-        n_tokens=ref["n_tokens"], batch_size=ref["batch"], seed=0, budget=budget.name, label="LongPPL reference")
+        n_tokens=ref["n_tokens"], batch_size=ref["batch"], seed=0, budget=budget.name, label="LongPPL reference",
+        meta={"stage": "reference"})
 
 
 def linear_decay_grid(budget: Budget | str, scales=("S1", "S2", "S3", "S4")) -> list[RunConfig]:

@@ -34,7 +34,7 @@ def default_workers() -> int:
 def run_dag(store, configs: list, workers: int | None = None, progress: bool = True, desc: str = "runs",
             threads_per_worker: int = 1) -> list:
     """Train every config (skipping finished ones); return their Runs in input order."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     runs = [store.run(c) for c in configs]
     todo = {}
@@ -44,7 +44,7 @@ def run_dag(store, configs: list, workers: int | None = None, progress: bool = T
     parents = {h: (r.config.init or {}).get("run") for h, r in todo.items()}
     deps = {h: ({p} & set(todo)) for h, p in parents.items()}
     workers = workers or default_workers()
-    bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress, mininterval=1.0)
+    bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress)
     if not todo:
         bar.close()
         return runs

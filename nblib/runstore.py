@@ -72,13 +72,14 @@ class RunConfig:
                                                      "betas": [0.9, 0.95], "muon_adjust_lr": "match_rms_adamw"})
     init: dict | None = None
     label: str = ""  # not identity
+    meta: dict = field(default_factory=dict)  # not identity: scale, ds_mult, dl_mult, ckpt_every_mult...
     ckpt_every_tokens: int | None = None  # not identity: kept checkpoints every k*N tokens
     ckpt_steps: tuple = ()  # not identity: extra steps to checkpoint (WSD branch points)
     keep_optimizer: str = "last"  # not identity: "last" or "all"
     micro_batch_size: int | None = None  # not identity: gradient accumulation for memory
     log_every: int = 10  # not identity
 
-    NON_IDENTITY = ("label", "ckpt_every_tokens", "ckpt_steps", "keep_optimizer", "micro_batch_size", "log_every")
+    NON_IDENTITY = ("label", "meta", "ckpt_every_tokens", "ckpt_steps", "keep_optimizer", "micro_batch_size", "log_every")
 
     def __post_init__(self):
         if self.data.get("stream") not in STREAM_KINDS:

@@ -203,7 +203,7 @@ def _latest_resumable(run, log) -> CheckpointInfo | None:
 
 def train(run, progress: bool = True, strategy: str = "ddp", device: str | None = None) -> None:
     """Train (or resume, or extend) `run` up to its config's step target. See module doc."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from nblib.runstore import code_version
 
@@ -250,7 +250,7 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda") else nullcontext()
     t0 = time.time()
     bar = tqdm(total=cfg.total_steps, initial=start_step, desc=cfg.label or run.hash, unit="step",
-               disable=not progress or rank != 0, leave=False, mininterval=1.0)
+               disable=not progress or rank != 0, leave=False)
     log.info(f"training steps {start_step}->{cfg.total_steps} ({cfg.tokens_per_step} tokens/step, world {world})")
     for step in range(start_step, cfg.total_steps):
         lr = sched(step)

@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 budget = "toy"  # smoke | toy | full
 seed = 0
-run_root = ""  # "" = the repository's runs/ (or $NBLIB_RUN_ROOT)
+run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 
 # %%
 from nblib.chapter import Chapter

@@ -72,7 +72,7 @@ class StubScorer:
     identity = "stub"
 
     def __init__(self, full, local):
-        self.full, self.local, self.calls = full, local, 0
+        self.full, self.local, self.calls, self.rows = full, local, 0, []
 
     def encode_with_offsets(self, text):
         n = len(text)
@@ -83,6 +83,7 @@ class StubScorer:
         out = torch.full(positions.shape, NAN)
         for b in range(ids.size(0)):
             s = int(ids[b, 0])
+            self.rows.append((s, int(positions[b].max()) + 1))  # (first token, scored span end)
             for k, p in enumerate(positions[b].tolist()):
                 if p >= 0:
                     t = int(ids[b, p])
@@ -135,7 +136,7 @@ def test_annotate_stub_context_geometry():
     T, W = 8, 4
     stub = StubScorer(full=lambda t: 0.01 * t, local=lambda t, s: 100.0 + (t - s))
     lengths = [5, 8, 9, 37, 50, 12]
-    ann = annotate(stub, None, ["x" * n for n in lengths], spec_of(T, W), batch_size=3)
+    ann = annotate(stub, None, ["x" * n for n in lengths], spec_of(T, W), batch_size=3, docs_per_group=4)
     assert ann.n_ref_tokens == lengths
     for n, f, d in zip(lengths, ann.loss_full, ann.delta):
         t = np.arange(T, n)
@@ -146,6 +147,11 @@ def test_annotate_stub_context_geometry():
         np.testing.assert_allclose(d, want, rtol=1e-6)
         assert (d[s == 0] == 0).all()  # window 0: same context, delta exactly 0
         assert ((t - s)[s > 0] >= T).all() and ((t - s) <= T + W - 1).all()
+    # forward rows: one full-context row per document longer than T, one per window with s > 0
+    # (window 0 is never recomputed), each window sent as ids[s:e]
+    want_rows = [(0, n) for n in lengths if n > T]
+    want_rows += [(s, e - s) for n in lengths for s, e in chunk_windows(n, T, W) if s > 0]
+    assert sorted(stub.rows) == sorted(want_rows)
 
 
 def test_annotate_stub_selection_by_hand():
@@ -322,6 +328,20 @@ def test_batched_evaluate_matches_naive(byte_model, hf_dirs, evaluated):
         assert res[f"{which}_ppl"] == pytest.approx(math.exp(sums[which] / counts[which]), rel=1e-5)
     assert long_ppl(model, tok, texts, ann, max_len, 3) == pytest.approx(res["long_ppl"], rel=1e-6)
     assert short_ppl(model, tok, texts, ann, max_len, 3) == pytest.approx(res["short_ppl"], rel=1e-6)
+
+
+def test_token_zero_is_never_scored(byte_model):
+    """A key interval over the first characters: token 0 has no prediction, tokens 1.. do."""
+    text = "abcdefghij"
+    ann = Annotation(spec=spec_of(), texts_hash=hash_texts([text]), reference_id="hand", n_ref_tokens=[10],
+                     long_intervals=[np.array([[0, 3]])], short_intervals=[np.array([[5, 6]])],
+                     n_long_ref=[3], n_short_ref=[1])
+    res = evaluate(byte_model, ByteTokenizer(), [text], ann)
+    ids = torch.as_tensor(ByteTokenizer().encode(text))
+    logp = F.log_softmax(byte_model(ids[None])[0][0].double(), -1)
+    assert res["n_long"] == 2 and res["nll_long_sum"] == pytest.approx(-(logp[0, ids[1]] + logp[1, ids[2]]).item(),
+                                                                       rel=1e-5)
+    assert res["n_short"] == 1 and res["nll_short_sum"] == pytest.approx(-logp[4, ids[5]].item(), rel=1e-5)
 
 
 def test_own_reference_equals_direct_mean(byte_model):

@@ -133,7 +133,7 @@ def _open_cache(folder: Path) -> TokenDocs:
 
 
 def _write_cache(folder: Path, docs, tokenizer, meta: dict, progress: bool) -> None:
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))

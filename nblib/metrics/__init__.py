@@ -13,8 +13,19 @@ from .longppl import (Annotation, annotate, chunk_windows, evaluate, format_test
                       short_ppl, testset_stats)
 from .scoring import NblibScorer, as_encoder, as_scorer, module_fingerprint, nll_from_hidden
 
+
+
+def __getattr__(name):
+    # HFScorer imports transformers (slow): load it only when asked for
+    if name == "HFScorer":
+        from .hf import HFScorer
+
+        return HFScorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "Annotation", "NblibScorer", "annotate", "as_encoder", "as_scorer", "chunk_windows", "evaluate",
+    "Annotation", "HFScorer", "NblibScorer", "annotate", "as_encoder", "as_scorer", "chunk_windows", "evaluate",
     "format_testset_stats", "hash_texts", "key_token_positions", "load_or_annotate", "long_ppl",
     "merge_intervals", "module_fingerprint", "nll_from_hidden", "select_key_tokens", "short_ppl", "testset_stats",
 ]

@@ -40,7 +40,7 @@ def hf_encode_with_offsets(tokenizer, text, add_special_tokens=False):
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"{type(tokenizer).__name__} is not a fast tokenizer; character offsets need one")
     enc = tokenizer(text, add_special_tokens=add_special_tokens, return_offsets_mapping=True,
-                    return_attention_mask=False)
+                    return_attention_mask=False, verbose=False)  # no "longer than max length" warning
     ids = np.asarray(enc["input_ids"], dtype=np.int64)
     off = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
     return ids, off

@@ -233,8 +233,8 @@ class Annotation:
             if len(texts) != self.n_docs:
                 raise ValueError(f"annotation covers {self.n_docs} documents, got {len(texts)} texts")
             if hash_texts(texts) != self.texts_hash:
-                raise ValueError("texts differ from the ones this annotation was computed on "
-                                 f"(hash {hash_texts(texts)[:12]} != {self.texts_hash[:12]}); re-annotate this test set")
+                raise ValueError("texts differ from the ones this annotation was computed on (hash "
+                                 f"{hash_texts(texts)[:12]} != {self.texts_hash[:12]}); re-annotate this test set")
         if spec is not None:
             a, b = dataclasses.asdict(_check_spec(spec)), dataclasses.asdict(self.spec)
             if a != b:
@@ -326,8 +326,7 @@ def _score_batched(scorer, seqs, max_items, max_tokens=None):
             j += 1
         batch = order[i:j]
         K = max(len(seqs[b][1]) for b in batch)
-        ids = torch.zeros((len(batch), L), dtype=torch.long)
-        L = L
+        ids = torch.zeros((len(batch), L), dtype=torch.long)  # pad id 0: any valid id
         pos = torch.full((len(batch), K), -1, dtype=torch.long)
         for r, b in enumerate(batch):
             x, p = seqs[b]
@@ -344,7 +343,7 @@ def _score_batched(scorer, seqs, max_items, max_tokens=None):
 # Step 1: annotate
 
 
-def annotate(ref_model, ref_tokenizer, texts, spec, batch_size=8) -> Annotation:
+def annotate(ref_model, ref_tokenizer, texts, spec, batch_size=8, docs_per_group=256) -> Annotation:
     """Key tokens of a test set under a reference model (seed 000 §3.1, §4.1, App. A.1).
 
     ref_model/ref_tokenizer: anything `as_scorer` takes (an nblib model + tokenizer, a
@@ -353,10 +352,19 @@ def annotate(ref_model, ref_tokenizer, texts, spec, batch_size=8) -> Annotation:
     implementation's windows (`chunk_windows`). Both score only positions >= trunc_len.
     batch_size: windows per forward pass; the full-context pass groups documents under the
     same token budget (batch_size * (trunc_len + sliding_window) tokens, at least one).
+    Documents are tokenized and scored docs_per_group at a time, which bounds host memory.
     """
     texts, spec = _check_texts(texts), _check_spec(spec)
     _check_positive_int("batch_size", batch_size)
+    _check_positive_int("docs_per_group", docs_per_group)
     scorer = as_scorer(ref_model, ref_tokenizer)
+    parts = [_annotate_group(scorer, texts[i:i + docs_per_group], spec, batch_size)
+             for i in range(0, len(texts), docs_per_group)]
+    cols = {k: [x for p in parts for x in p[k]] for k in parts[0]}
+    return Annotation(spec=spec, texts_hash=hash_texts(texts), reference_id=scorer.identity, **cols)
+
+
+def _annotate_group(scorer, texts, spec, batch_size) -> dict:
     T, W = spec.trunc_len, spec.sliding_window
     encs = [scorer.encode_with_offsets(t) for t in texts]
     budget = batch_size * (T + W)
@@ -376,18 +384,18 @@ def annotate(ref_model, ref_tokenizer, texts, spec, batch_size=8) -> Annotation:
     for (d, s, e), vals in zip(where, local):
         chunk[d][s:e - T] = vals  # positions s+T .. e-1 sit at index s .. e-T-1
 
-    long_iv, short_iv, n_long, n_short, deltas = [], [], [], [], []
+    out = {k: [] for k in ("n_ref_tokens", "long_intervals", "short_intervals", "n_long_ref", "n_short_ref",
+                           "loss_full", "delta")}
     for (ids, off), f, c in zip(encs, full, chunk):
         long, short, delta = select_key_tokens(f, c, spec)
-        long_iv.append(merge_intervals(off[T + np.flatnonzero(long)]))
-        short_iv.append(merge_intervals(off[T + np.flatnonzero(short)]))
-        n_long.append(int(long.sum()))
-        n_short.append(int(short.sum()))
-        deltas.append(delta)
-    return Annotation(spec=spec, texts_hash=hash_texts(texts), reference_id=scorer.identity,
-                      n_ref_tokens=[len(ids) for ids, _ in encs], long_intervals=long_iv, short_intervals=short_iv,
-                      n_long_ref=n_long, n_short_ref=n_short, loss_full=[f.astype(np.float32) for f in full],
-                      delta=deltas)
+        out["n_ref_tokens"].append(len(ids))
+        out["long_intervals"].append(merge_intervals(off[T + np.flatnonzero(long)]))
+        out["short_intervals"].append(merge_intervals(off[T + np.flatnonzero(short)]))
+        out["n_long_ref"].append(int(long.sum()))
+        out["n_short_ref"].append(int(short.sum()))
+        out["loss_full"].append(f.astype(np.float32))
+        out["delta"].append(delta)
+    return out
 
 
 def load_or_annotate(path, ref_model, ref_tokenizer, texts, spec, batch_size=8) -> Annotation:

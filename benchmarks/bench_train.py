@@ -1,0 +1,180 @@
+"""Training throughput and MFU of the toy scales, against this machine's fp32 matmul peak
+and against a plain nanoGPT-style loop at the same shapes.
+
+    python benchmarks/bench_train.py [--budget toy] [--threads 1] [--steps 30]
+
+Writes benchmarks/results/train_throughput.json and .md (the introduction chapter shows them).
+MFU uses the model's analytic training FLOPs per token (nblib.models flops_per_token: 6 x
+matmul parameters incl. the LM head, plus causal attention scores and values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from nblib import grid  # noqa: E402
+from nblib.atomic import atomic_write_json, atomic_write_text  # noqa: E402
+from nblib.budgets import SCALES, get_budget  # noqa: E402
+from nblib.train import build_model_from_config, make_optimizers  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results"
+
+
+def matmul_peak(n: int = 2048, reps: int = 5) -> float:
+    """fp32 GFLOP/s of an n x n x n matmul (best of reps)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
+
+
+class PlainBlock(nn.Module):
+    """A nanoGPT-style pre-norm block with the same shapes as nblib's Llama block."""
+
+    def __init__(self, d, h, kv, ff):
+        super().__init__()
+        self.h, self.kv, self.hd = h, kv, d // h
+        self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+        self.qkv = nn.Linear(d, (h + 2 * kv) * self.hd, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.gate_up = nn.Linear(d, 2 * ff, bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.n1(x)).split([self.h * self.hd, self.kv * self.hd, self.kv * self.hd], -1)
+        q = q.view(B, T, self.h, self.hd).transpose(1, 2)
+        k = k.view(B, T, self.kv, self.hd).transpose(1, 2)
+        v = v.view(B, T, self.kv, self.hd).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.o(y.transpose(1, 2).reshape(B, T, C))
+        g, u = self.gate_up(self.n2(x)).chunk(2, -1)
+        return x + self.down(F.silu(g) * u)
+
+
+class PlainGPT(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.emb = nn.Embedding(m["vocab_size"], m["d_model"])
+        self.blocks = nn.Sequential(*[PlainBlock(m["d_model"], m["n_heads"], m["n_kv_heads"], m["d_ff"])
+                                      for _ in range(m["n_layers"])])
+        self.norm = nn.RMSNorm(m["d_model"])
+        self.head = nn.Linear(m["d_model"], m["vocab_size"], bias=False)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.head(self.norm(self.blocks(self.emb(x)))).flatten(0, 1), y.flatten())
+
+
+def time_steps(step, steps: int, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - t) / steps
+
+
+def bench_scale(b, scale: str, stage: str, steps: int) -> dict:
+    spec = b.scale(scale)
+    mc = grid.model_config(b, scale)
+    bs, T = (spec.batch_short, b.short_seq_len) if stage == "short" else (spec.batch_long, b.long_seq_len)
+    x = torch.randint(0, 256, (bs, T))
+    y = torch.randint(0, 256, (bs, T))
+    ours = build_model_from_config(mc)
+    opts = make_optimizers(ours, {"name": "muon+adamw"}, 1e-3)
+    adamw_only = torch.optim.AdamW(ours.parameters(), lr=1e-3)
+
+    def step_ours():
+        _, loss = ours(x, targets=y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
+        for o in opts.values():
+            o.step()
+            o.zero_grad(set_to_none=True)
+
+    def step_ours_adamw():
+        _, loss = ours(x, targets=y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
+        adamw_only.step()
+        adamw_only.zero_grad(set_to_none=True)
+
+    plain = PlainGPT(mc)
+    popt = torch.optim.AdamW(plain.parameters(), lr=1e-3)
+
+    def step_plain():
+        loss = plain(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
+        popt.step()
+        popt.zero_grad(set_to_none=True)
+
+    tokens = bs * T
+    flops = ours.flops_per_token(T, training=True)
+    t_ours = time_steps(step_ours, steps)
+    t_adamw = time_steps(step_ours_adamw, steps)
+    t_plain = time_steps(step_plain, steps)
+    return {"scale": scale, "stage": stage, "seq_len": T, "batch": bs, "n_params_non_emb": ours.n_params(),
+            "train_flops_per_token": flops, "tok_s_muon": tokens / t_ours, "tok_s_adamw": tokens / t_adamw,
+            "tok_s_plain_adamw": tokens / t_plain, "gflops_muon": flops * tokens / t_ours / 1e9,
+            "gflops_adamw": flops * tokens / t_adamw / 1e9}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", default="toy")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the toy grid trains 1-thread workers)")
+    ap.add_argument("--steps", type=int, default=30)
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    b = get_budget(args.budget)
+    peak = matmul_peak()
+    rows = []
+    for scale in SCALES:
+        for stage in ("short", "long"):
+            r = bench_scale(b, scale, stage, args.steps)
+            r["mfu_muon"], r["mfu_adamw"] = r["gflops_muon"] / peak, r["gflops_adamw"] / peak
+            r["ours_vs_plain"] = r["tok_s_adamw"] / r["tok_s_plain_adamw"]
+            rows.append(r)
+            print(f"{scale} {stage:<5} {r['tok_s_muon']:>9,.0f} tok/s (Muon) {r['tok_s_adamw']:>9,.0f} (AdamW) "
+                  f"plain {r['tok_s_plain_adamw']:>9,.0f}  MFU {100 * r['mfu_muon']:.1f}% / {100 * r['mfu_adamw']:.1f}%",
+                  flush=True)
+    largest = [r for r in rows if r["scale"] == SCALES[-1]]
+    summary = [f"fp32 matmul peak (2048^3, {args.threads} thread(s)): {peak:.1f} GFLOP/s"]
+    summary += [f"{r['scale']} {r['stage']}: {r['tok_s_muon']:,.0f} tok/s, MFU {100 * r['mfu_muon']:.1f}% (Muon+AdamW), "
+                f"{100 * r['mfu_adamw']:.1f}% (AdamW); {r['ours_vs_plain']:.2f}x a plain nanoGPT-style loop"
+                for r in rows]
+    data = {"benchmark": "train_throughput", "budget": b.name, "threads": args.threads, "peak_gflops": peak,
+            "rows": rows, "summary": summary, "date": time.strftime("%Y-%m-%d"),
+            "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__},
+            "goal": "MFU >= 30% at the largest toy scale; no slower than a plain loop",
+            "largest_scale_mfu": max(r["mfu_muon"] for r in largest)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(OUT / "train_throughput.json", data)
+    md = ["| scale | stage | tokens/s (Muon) | MFU Muon | MFU AdamW | ours / plain loop |", "|---|---|---:|---:|---:|---:|"]
+    md += [f"| {r['scale']} | {r['stage']} | {r['tok_s_muon']:,.0f} | {100 * r['mfu_muon']:.1f}% | "
+           f"{100 * r['mfu_adamw']:.1f}% | {r['ours_vs_plain']:.2f} |" for r in rows]
+    atomic_write_text(OUT / "train_throughput.md", f"fp32 peak {peak:.1f} GFLOP/s ({args.threads} thread)\n\n" + "\n".join(md) + "\n")
+    print("\n".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The paper map: every equation, figure and table of both works, the function and the
+chapter that produce it, and its status. The introduction chapter renders it;
+tests/test_paper_map.py checks that every function named here exists and every chapter
+named here is a notebook of the book.
+
+Status vocabulary: "done" (the chapter regenerates it at every budget), "library" (the
+function exists and is tested; no chapter shows it yet), "planned" (its chapter is a
+placeholder), "not reproduced" (with the reason).
+"""
+
+from __future__ import annotations
+
+W1 = "Don't Stop LCCP Too Early (seed 000)"
+W2 = "GPT-2 to Gemma 3, Part 2 (seed 001)"
+
+# (work, item, what, function(s), chapter, status)
+PAPER_MAP = [
+    # --- seed 000: equations --------------------------------------------------------------
+    (W1, "Eq. 1", "additive two-stage law log(LongPPL) = A/N^α + Bs/Ds^βs + Bl/Dl^βl + C",
+     "nblib.scaling.fit_additive_law", "03_scaling_law", "done"),
+    (W1, "Eq. 2", "fixed-model law log(LongPPL) = Bl/Dl^βl + C'", "nblib.scaling.fit_fixed_model_law",
+     "04_constant_last4", "done"),
+    (W1, "Eq. 3", "weighted parameter average", "nblib.merge.weighted_average", "04_constant_last4", "done"),
+    (W1, "Eq. 4", "LastM weights", "nblib.merge.last_m_merge", "04_constant_last4", "done"),
+    (W1, "Eqs. 5-6", "1-Sqrt weights on actual iterations", "nblib.merge.one_sqrt_merge", "04_constant_last4", "done"),
+    (W1, "Eq. 7", "post-hoc EMA weights", "nblib.merge.ema_merge", "04_constant_last4", "done"),
+    (W1, "§3.1 LongPPL", "key tokens (loss_full < 2, Δ > 2) and LongPPL", "nblib.metrics.annotate; nblib.metrics.long_ppl",
+     "02_setup", "done"),
+    (W1, "§4.1 ShortPPL", "key tokens (loss_full < 2, Δ < 0) and ShortPPL", "nblib.metrics.short_ppl", "02_setup", "done"),
+    (W1, "App. A.2 R², MAPE", "held-out metrics in log(LongPPL) space", "nblib.scaling.r2_log; nblib.scaling.mape_log",
+     "03_scaling_law", "done"),
+    (W1, "App. A.5 regulariser", "one-sided exponent penalty with slice-fit medians", "nblib.scaling.fit_law",
+     "03_scaling_law", "done"),
+    (W1, "App. B CCC", "Lin's concordance correlation coefficient", "nblib.stats.lins_ccc", "04_constant_last4", "done"),
+    (W1, "App. B DARE, TIES", "task-vector merges", "nblib.merge.dare_merge; nblib.merge.ties_merge",
+     "04_constant_last4", "done"),
+    (W1, "App. D.1 e_M, R(Dl)", "log-scale elasticity and its ratio", "nblib.scaling.elasticity_ratio",
+     "04_constant_last4", "done"),
+    # --- seed 000: figures ----------------------------------------------------------------
+    (W1, "Fig. 1", "overview schematic", "-", "01_introduction", "not reproduced: a diagram, summarised in text"),
+    (W1, "Fig. 2", "log(LongPPL) against Ds and Dl", "nblib.lccp.linear_decay_table", "03_scaling_law", "done"),
+    (W1, "Fig. 3", "held-out parity plots S1-S3→S4, S1-S4→S5", "nblib.scaling.holdout_eval", "03_scaling_law", "done"),
+    (W1, "Fig. 4a", "observation rules on one S4 trajectory", "nblib.lccp.Evaluator.merged", "04_constant_last4", "done"),
+    (W1, "Fig. 4b", "Raw, Last4, Linear-Decay across S4, with CCC", "nblib.lccp.constant_table", "04_constant_last4",
+     "done"),
+    (W1, "Fig. 5", "Eq. 1 on Constant-Last4: S4 and the S5 trajectory", "nblib.scaling.holdout_eval",
+     "04_constant_last4", "done"),
+    (W1, "Fig. 6", "Eq. 2 prefix fits (20N, 40N, 60N)", "nblib.scaling.fit_fixed_model_law", "04_constant_last4",
+     "done"),
+    (W1, "Fig. 7", "RULER-32K along the S5 trajectory", "-", "05_downstream", "planned"),
+    (W1, "Fig. 8", "RULER-128K after extension; SFT and agentic scores", "-", "05_downstream", "planned"),
+    (W1, "Fig. 9", "zero contours of the S1-S4 fits", "nblib.scaling.zero_contour_ds_dl", "03_scaling_law", "done"),
+    (W1, "Fig. 10", "checkpoint-weight profiles", "nblib.merge.last_m_weights; nblib.merge.ema_weights",
+     "04_constant_last4", "done"),
+    (W1, "Fig. 11", "Last4 spacing ablation", "nblib.lccp.last4_steps", "04_constant_last4", "done"),
+    (W1, "Fig. 12", "RULER-32K per subtask", "-", "05_downstream", "planned"),
+    (W1, "Fig. 13", "RULER-128K per subtask", "-", "05_downstream", "planned"),
+    (W1, "Fig. 14", "per-task scores after 2.10B-token SFT", "-", "05_downstream", "planned"),
+    (W1, "Fig. 15", "4.20B-token SFT", "-", "05_downstream", "planned"),
+    (W1, "Fig. 16", "GAIA and BFCL after agentic SFT", "-", "05_downstream",
+     "not reproduced: needs live web agents and an LLM judge"),
+    (W1, "Fig. 17", "elasticity ratio R(Dl)", "nblib.scaling.elasticity_ratio", "04_constant_last4", "done"),
+    (W1, "Fig. 18", "retrieval-head metrics", "-", "05_downstream", "planned"),
+    # --- seed 000: tables -----------------------------------------------------------------
+    (W1, "Table 1", "model configurations S1-S5", "nblib.budgets.get_budget", "02_setup", "done"),
+    (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),
+    (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.scaling.holdout_eval", "03_scaling_law", "done"),
+    (W1, "Table 4", "formula ablation on Constant-Last4 data", "nblib.scaling.holdout_eval", "04_constant_last4",
+     "done"),
+    (W1, "Table 5", "short-context (WSD) configurations, realized Ds", "nblib.grid.short_stage", "02_setup", "done"),
+    (W1, "Table 6", "Linear-Decay LCCP configurations, realized Dl", "nblib.grid.lccp_linear_decay", "02_setup",
+     "done"),
+    (W1, "Table 7", "Constant LCCP configurations", "nblib.grid.lccp_constant", "02_setup", "done"),
+    (W1, "Table 8", "128K extension and SFT configurations", "-", "05_downstream", "planned"),
+    (W1, "Table 9", "length-bucket mixture", "nblib.data.LengthMixture", "02_setup", "done"),
+    (W1, "Table 10", "SFT mixture", "-", "05_downstream", "planned"),
+    (W1, "Table 11", "fitted parameters (LD and CL4)", "nblib.scaling.FitResult.absolute_params", "03_scaling_law",
+     "done"),
+    (W1, "Table 12", "Last4 spacing means", "nblib.lccp.last4_steps", "04_constant_last4", "done"),
+    (W1, "Table 13", "agentic context lengths", "-", "05_downstream", "not reproduced: needs live agent runs"),
+    (W1, "Table 14", "Last4 - Raw across training stages", "-", "05_downstream", "planned"),
+    # --- seed 001 --------------------------------------------------------------------------
+    (W2, "Models A and B", "GPT-2 124M (124,439,808 params) and Gemma 3-style 113M",
+     "nblib.models.gpt2.GPT2Config.gpt2_124m; nblib.models.gemma3.Gemma3Config.gemma3_113m", "06_models_ab", "library"),
+    (W2, "KV cache bytes", "2·n_kv·h·b·Σ T_l: 75.5 MB vs 11.8 MB", "nblib.models.attention.DecoderLM.kv_cache_bytes",
+     "07_kv_cache", "library"),
+    (W2, "KV decode path", "prefill then step; windowed layers keep W-1 past positions",
+     "nblib.models.attention.DecoderLM.generate", "07_kv_cache", "library"),
+    (W2, "Decode/prefill benchmark table", "tokens/s with and without the cache, batch 1 and 8", "-", "07_kv_cache",
+     "planned"),
+    (W2, "Decode step time plot", "step time against bytes read per step", "-", "07_kv_cache", "planned"),
+    (W2, "7B-class cache table", "cache per sequence at 8k/32k/128k", "-", "07_kv_cache", "planned"),
+    (W2, "FLOPs at long contexts", "forward FLOPs per token, 1k and 128k", "nblib.models.attention.DecoderLM.flops_per_token",
+     "06_models_ab", "library"),
+    (W2, "k̄_W", "average keys per query of a windowed layer", "nblib.models.attention.mean_keys", "06_models_ab",
+     "library"),
+    (W2, "RoPE clocks", "wavelengths; bands that turn within the context", "nblib.models.attention.rope_inv_freq",
+     "08_position", "planned"),
+    (W2, "score(Δ) decomposition", "attention score as a sum of 32 waves", "-", "08_position", "planned"),
+    (W2, "Band heatmap", "slow-band weight per head", "-", "08_position", "planned"),
+    (W2, "Learned position table", "cosine similarity, R² against distance, PCs", "-", "08_position", "planned"),
+    (W2, "YaRN", "inv_freq ramp and mscale = 0.1 ln s + 1", "nblib.models.attention.yarn_inv_freq", "09_yarn",
+     "library"),
+    (W2, "YaRN perplexity", "zero-shot and fine-tuned, by position", "-", "09_yarn", "planned"),
+    (W2, "Attention maps", "copy stripes per layer", "-", "10_attention", "planned"),
+    (W2, "Attention distance and sinks", "per head", "-", "10_attention", "planned"),
+    (W2, "Induction heads", "scores at 256 and 768 tokens back; copy loss", "-", "10_attention", "planned"),
+    (W2, "KL disagreement", "token-level KL(A||B) and its tail", "-", "10_attention", "planned"),
+]
+
+COLUMNS = ("work", "item", "what", "function", "chapter", "status")
+
+
+def paper_map():
+    """The paper map as a pandas DataFrame."""
+    import pandas as pd
+
+    return pd.DataFrame(PAPER_MAP, columns=COLUMNS)

@@ -1,0 +1,146 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. Introduction: the claims, the budgets, how to run
+#
+# This book reproduces, and goes beyond, two works.
+#
+# **"Don't Stop Long-Context Continual Pre-Training Too Early: An Empirical Scaling Law"**
+# (seed 000) studies long-context continual pre-training (LCCP): a model pre-trained at a
+# short context (4K) is trained further at a long one (32K). Its claims:
+#
+# 1. *Modeling.* log(LongPPL) follows an additive two-stage power law in the non-embedding
+#    parameter count $N$, the short-context tokens $D_s$ and the LCCP tokens $D_l$,
+#
+#    $$\log(\mathrm{LongPPL}) = \frac{A}{N^{\alpha}} + \frac{B_s}{D_s^{\beta_s}} + \frac{B_l}{D_l^{\beta_l}} + C,$$
+#
+#    fitted on 109 Linear-Decay runs at five scales, and it extrapolates to held-out scales
+#    ($R^2 > 0.95$, MAPE < 2%). Chapter 3.
+# 2. *Monitoring.* Constant-Last4 (train LCCP at a constant learning rate, evaluate the
+#    average of the last four checkpoints) tracks the budget-matched Linear-Decay run, and
+#    with Eq. 2 early checkpoints predict a trajectory's future. Chapter 4.
+# 3. *Validating.* The LongPPL gains carry over to RULER, to 128K context extension and to
+#    SFT. Chapter 5 (not built yet).
+#
+# **"GPT-2 (124M) to Gemma 3-style (113M), Part 2"** (seed 001) compares a GPT-2 (Model A)
+# and a Gemma 3-style model (Model B) at inference time: the KV cache and its benchmark, how
+# each represents position (RoPE "clocks" against a learned table), a 4x context extension
+# with YaRN, and what the attention heads do. Chapters 6-10 (placeholders for now; the
+# models, their KV cache and FLOPs counts are in `nblib.models` already).
+#
+# The notebooks orchestrate and plot; the library `nblib` does the work. Every number and
+# figure below comes from runs this book can redo, at one of three budgets.
+
+# %% tags=["parameters"]
+budget = "toy"  # smoke | toy | full
+seed = 0
+run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+
+# %%
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
+from nblib.chapter import Chapter
+from nblib.paper_map import paper_map
+
+ch = Chapter("01_introduction", budget=budget, seed=seed, run_root=run_root)
+
+# %% [markdown]
+# ## Three budgets, one code path
+#
+# The same notebooks run at every budget; one parameter sets everything else
+# (`nblib/budgets.py`). `full` carries the paper's numbers; `toy` and `smoke` are
+# scaled-down analogues: byte-level models on real text (the Python standard library's
+# sources), with the paper's ratios between scales and between stages.
+
+# %%
+rows = []
+for name in BUDGETS:
+    b = get_budget(name)
+    rows.append({
+        "budget": name,
+        "contexts (short / LCCP / ext.)": f"{b.short_seq_len} / {b.long_seq_len} / {b.ext_seq_len}",
+        "N of S1..S5": ", ".join(f"{b.n_params(s):,}" for s in SCALES),
+        "Ds/N": ", ".join(map(str, b.ds_multiples)),
+        "Dl/N": ", ".join(map(str, b.dl_multiples)),
+        "S5 trajectory": f"{b.s5_trajectory}N",
+        "seeds per Constant run": b.n_constant_seeds,
+        "corpus": b.corpus,
+        "LongPPL chunk / window": f"{b.longppl.trunc_len} / {b.longppl.sliding_window}",
+    })
+budgets_table = pd.DataFrame(rows).set_index("budget")
+budgets_table
+
+# %% [markdown]
+# The toy grid uses the paper's $D_s/N$ and $D_l/N$ multiples divided by five, so that the 100+ runs of Chapter 3 train on two CPU
+# cores in minutes. The paper's model sizes are listed below next to ours; our full-budget
+# shapes are our own (the paper gives only $N$) and land within 1% of it.
+
+# %%
+b = ch.budget
+pd.DataFrame({
+    "paper N": [f"{PAPER_N[s] / 1e6:.2f}M" for s in SCALES],
+    "full N (ours)": [f"{get_budget('full').n_params(s) / 1e6:.2f}M" for s in SCALES],
+    f"{b.name} N": [f"{b.n_params(s):,}" for s in SCALES],
+}, index=list(SCALES))
+
+# %% [markdown]
+# ## How to run
+#
+# ```bash
+# make book          # the main job: every chapter at the toy budget, figures, HTML book
+# make test          # unit tests + every chapter at smoke (papermill, nbval-lax) + book check
+# papermill notebooks/04_constant_last4.ipynb out.ipynb -p scale S5           # one chapter
+# papermill notebooks/03_scaling_law.ipynb out.ipynb -p budget full           # the paper's scale
+# torchrun --nproc_per_node 8 -m nblib.train runs/<hash>/config.json --strategy fsdp
+# ```
+#
+# Runs are cached in `runs/`, named by a hash of their configuration, and resumed from their
+# last checkpoint if they were interrupted; a chapter never retrains what the store has.
+#
+# ## The paper map
+#
+# Every equation, figure and table of both works, the function and chapter that produce
+# it, and its status. `tests/test_paper_map.py` checks that each function exists and each
+# chapter is in the book.
+
+# %%
+pm = paper_map()
+print(pm.groupby(["work", "status"]).size().to_string())
+pd.set_option("display.max_colwidth", 80)
+pm
+
+# %% [markdown]
+# ## Benchmarks
+#
+# Speed targets live in `benchmarks/`, whose scripts write their results to
+# `benchmarks/results/`; this table reads those files (it does not rerun them).
+
+# %%
+from nblib.runstore import REPO_ROOT
+
+results = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.json"))
+for path in results:
+    data = json.loads(path.read_text())
+    print(f"== {path.name} ({data.get('machine', {}).get('cpu_count', '?')} CPU cores, measured {data.get('date', '?')})")
+    for line in data.get("summary", []):
+        print("  ", line)
+if not results:
+    print("no benchmark results yet: run `python benchmarks/<script>.py`")
+
+# %%
+ch.done()

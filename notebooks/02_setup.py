@@ -1,0 +1,170 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. Setup: data, models and the LongPPL metric
+#
+# *Seed 000, §3.1, App. A.1 (metric and test set), A.3 (training details), A.4 (data).*
+#
+# Everything later chapters train and measure is defined here: the corpus and its
+# length-bucket mixture, the five model scales and their token budgets, and LongPPL /
+# ShortPPL with the reference model that selects their key tokens.
+
+# %% tags=["parameters"]
+budget = "toy"  # smoke | toy | full
+seed = 0
+run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import HTML, Markdown, display
+
+from nblib import grid, lccp
+from nblib.chapter import Chapter
+from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
+from nblib.metrics import format_testset_stats, testset_stats
+
+ch = Chapter("02_setup", budget=budget, seed=seed, run_root=run_root)
+b = ch.budget
+
+# %% [markdown]
+# ## Data (App. A.4)
+#
+# The paper's LCCP corpus is a large private mixture. The `toy` and `smoke` budgets train
+# on real text that the project's own install puts on every machine: the Python standard
+# library's source files of the pinned interpreter, pinned by a manifest with sha256
+# hashes (`data/corpus_manifests/`). Train and evaluation documents are split by a hash of
+# the document id, so the split never changes. At `full`, point the budget at your own
+# `.jsonl(.xz)` or `.txt` corpus.
+
+# %%
+corpus = get_corpus(b.corpus)
+tok = get_tokenizer(b.tokenizer)
+train = tokenize_corpus(corpus, tok, "train")
+evals = tokenize_corpus(corpus, tok, "eval")
+lengths = np.asarray(train.lengths)
+print(f"corpus {corpus.name}: {len(corpus.docs):,} documents, {corpus.n_chars:,} characters, identity {corpus.identity[:16]}")
+print(f"train split: {len(train):,} documents, {train.n_tokens:,} tokens; eval split: {len(evals):,} documents, "
+      f"{evals.n_tokens:,} tokens ({b.tokenizer} tokenizer, vocabulary {tok.vocab_size})")
+print(f"document length (tokens): median {np.median(lengths):,.0f}, 90th percentile "
+      f"{np.percentile(lengths, 90):,.0f}, max {lengths.max():,}")
+
+# %% [markdown]
+# **Length-aware LCCP mixture (Table 9).** The paper groups documents by length relative to
+# the 32K target and samples the buckets with fixed shares, 52.57% of them from documents
+# shorter than half the target. Documents longer than the target are cut into consecutive
+# target-length segments with a one-token overlap, keeping every segment. Our corpus has
+# almost no short documents (the Python library has few files under half a 256-byte
+# context), so Table 9's shares would repeat a few kilobytes thousands of times; the toy
+# budget keeps Table 9's buckets but samples every piece equally often (`natural`). The
+# table shows both, and how many epochs of each bucket one pass of 10,000 sequences takes.
+
+# %%
+mix = lccp.mixture_table(b)
+ch.save_table(mix, "table09_length_mixture")
+mix
+
+# %% [markdown]
+# ## Models and budgets (Table 1, App. A.3 Tables 5-7)
+#
+# The paper's model is a Llama-style decoder (RoPE, GQA, SwiGLU, RMSNorm) trained with Muon
+# (AdamW for embeddings, head and norms), weight decay 0.1, clipping at 1.0. The short stage
+# uses WSD (warmup, constant, then a linear decay to lr/10 over the last ninth); LCCP starts
+# from its endpoint at lr/10 with the RoPE base raised from 1e4 to 5e5 (ABF) and either decays
+# linearly to a tenth (Linear-Decay) or stays constant (Constant). Tokens are rounded to whole
+# optimizer steps; these are the realized budgets every fit below uses.
+
+# %%
+models = lccp.model_table(b)
+ch.save_table(models, "table01_models")
+models
+
+# %%
+budgets = lccp.budget_table(b)
+ch.save_table(budgets, "table05_07_budgets")
+budgets
+
+# %% [markdown]
+# ## The metric: LongPPL and ShortPPL (§3.1, §4.1, App. A.1)
+#
+# A reference model scores every token twice: with the full context, $\ell^{full}$, and with
+# only a local chunk, $\ell^{chunk}$ (chunks of `trunc_len` tokens plus a scored window of
+# `sliding_window`, as in the reference implementation). With $\Delta = \ell^{chunk} -
+# \ell^{full}$, long key tokens are those with $\ell^{full} < 2$ and $\Delta > 2$ (they need
+# distant context), short key tokens those with $\ell^{full} < 2$ and $\Delta < 0$. The key
+# tokens are stored as character spans, so any model with any tokenizer is evaluated on the
+# same text: LongPPL is the exponentiated mean NLL over all long key tokens of the set.
+#
+# The paper's reference is Llama-3.1-8B at a 4K chunk of 32K sequences. Here, at the toy
+# budget, the reference is a larger model than any evaluated one, trained directly at the
+# long context (its training curve is below), and the chunk is 1/8 of the long context, as
+# 4K is of 32K.
+
+# %%
+ev = lccp.Evaluator.build(b, ch.store)
+spec = b.longppl
+print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, sliding_window {spec.sliding_window}")
+if b.reference["kind"] == "nblib":
+    ref_run = ch.store.run(grid.reference_config(b))
+    m = ref_run.metrics()
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot(m["tokens"], m["loss"], lw=1)
+    ax.set(xlabel="tokens", ylabel="train loss (nats/token)", title="LongPPL reference model")
+    ch.save_figure(fig, "figA1_reference_training", runs=[ref_run])
+
+# %% [markdown]
+# **Table 2** (statistics of the PPL test set). The paper reports 1.42% long key tokens and
+# 25.20% short key tokens over 10,000 GovReport sequences of 32K tokens.
+
+# %%
+stats = testset_stats(ev.annotation, texts=ev.texts, tokenizer=ev.tokenizer, max_len=b.long_seq_len)
+_ = ch.save_table(pd.DataFrame([{k: v for k, v in stats.items() if not isinstance(v, dict)}]), "table02_test_set")
+display(Markdown(format_testset_stats(stats)))
+
+# %%
+pt = ev.annotation.per_token()
+fig, ax = plt.subplots(figsize=(6, 4))
+other = ~(pt["long"] | pt["short"])
+ax.scatter(pt["loss_full"][other], pt["delta"][other], s=2, c="0.75", label="other", rasterized=True)
+ax.scatter(pt["loss_full"][pt["short"]], pt["delta"][pt["short"]], s=2, c="tab:blue", label="short key", rasterized=True)
+ax.scatter(pt["loss_full"][pt["long"]], pt["delta"][pt["long"]], s=4, c="tab:red", label="long key", rasterized=True)
+ax.axvline(spec.full_loss_max, ls="--", c="k", lw=0.8)
+ax.axhline(spec.long_delta_min, ls="--", c="tab:red", lw=0.8)
+ax.axhline(spec.short_delta_max, ls="--", c="tab:blue", lw=0.8)
+ax.set(xlabel=r"$\ell^{full}$ (nats)", ylabel=r"$\Delta = \ell^{chunk} - \ell^{full}$", title="Key-token selection")
+ax.legend(markerscale=4, loc="upper right")
+ch.save_figure(fig, "figA1_key_token_selection")
+
+# %% [markdown]
+# One test document with its long key tokens (red) and short key tokens (blue). The long
+# ones are mostly the continuations of names defined earlier in the file: exactly the
+# tokens only distant context can predict.
+
+# %%
+doc = int(np.argmax([len(iv) for iv in ev.annotation.intervals("long")]))
+display(HTML(lccp.highlight_html(ev.texts[doc], ev.annotation.intervals("long")[doc],
+                                 ev.annotation.intervals("short")[doc])))
+
+# %% [markdown]
+# ## Recap
+#
+# - The corpus, split and tokenization are pinned and cached; the LCCP stream keeps Table
+#   9's buckets (with the natural shares at toy, for the reason above).
+# - Five scales keep the paper's ratios of $N$; budgets are whole optimizer steps.
+# - LongPPL and ShortPPL are defined by a reference model's key tokens, stored as character
+#   spans; the same annotation serves every model in Chapters 3 and 4.
+
+# %%
+ch.done()
