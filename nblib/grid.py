@@ -22,7 +22,11 @@ def corpus_identity(spec: str) -> str:
     """Content hash of a corpus: part of every run's identity, so results name their data."""
     from nblib.data import get_corpus
 
-    return get_corpus(spec).identity
+    try:
+        return get_corpus(spec).identity
+    except (FileNotFoundError, ValueError) as e:
+        raise ValueError(f"cannot load corpus {spec!r} ({e}); the full budget trains on your own LCCP corpus "
+                         f"(README, 'GPU install and the full budget')") from e
 
 
 def data_config(budget: Budget, stage: str) -> dict:

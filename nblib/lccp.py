@@ -396,3 +396,21 @@ def spacing_ablation(ev: Evaluator, run: Run, targets, spacings, workers=None) -
     res = evaluate_many(ev, jobs, workers, "spacing ablation")
     return pd.DataFrame([{"target_mult": t, "protocol": p, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]}
                          for (t, p), r in zip(meta, res)])
+
+
+def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: float = 0.4) -> dict:
+    """Training compute of the long Constant trajectory at `scale` (its 4K stage excluded):
+    FLOPs from the model's analytic count at the LCCP context, and GPU-hours at a given
+    peak (default: H100 bf16 dense, 989 TFLOP/s) and MFU."""
+    import torch
+
+    from nblib.models import build_model
+
+    with torch.device("meta"):
+        model = build_model("llama", dict(b.scale(scale).model))
+    tokens = b.n_tokens(scale, b.s5_trajectory)
+    flops = tokens * model.flops_per_token(b.long_seq_len, training=True)
+    gpu_hours = flops / (peak_flops * mfu) / 3600
+    ckpt_bytes = 4 * model.n_params(non_embedding=False)
+    return {"tokens": tokens, "flops": flops, "gpu_hours": gpu_hours, "hours_on_16_gpus": gpu_hours / 16,
+            "checkpoints": int(round(b.s5_trajectory / b.s5_ckpt_every)), "checkpoint_gb": ckpt_bytes / 1e9}

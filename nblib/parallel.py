@@ -27,6 +27,24 @@ def _train_one(root: str, cfg_dict: dict) -> str:
     return run.hash
 
 
+def launch_torchrun(store, config, nproc: int, strategy: str = "fsdp") -> None:
+    """Train one run with `torchrun --nproc_per_node nproc -m nblib.train` (the full budget on
+    GPUs); resumes from the run's last checkpoint like any other start."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    run = store.run(config)
+    store._write_config(run)
+    cfg_path = run.path / "config.json"
+    torchrun = Path(sys.executable).parent / "torchrun"
+    cmd = [str(torchrun), "--nproc_per_node", str(nproc), "-m", "nblib.train", str(cfg_path), "--run-root",
+           str(store.root), "--strategy", strategy]
+    print("[nblib] launching:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    json.loads((run.path / "manifest.json").read_text())  # the run must have finished
+
+
 def default_workers() -> int:
     return max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))
 
@@ -44,6 +62,20 @@ def run_dag(store, configs: list, workers: int | None = None, progress: bool = T
     parents = {h: (r.config.init or {}).get("run") for h, r in todo.items()}
     deps = {h: ({p} & set(todo)) for h, p in parents.items()}
     workers = workers or default_workers()
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if gpus and any(r.config.budget == "full" for r in todo.values()):
+        # The paper's scale: one run at a time across every local GPU (multi-node: README).
+        done = set()
+        while len(done) < len(todo):
+            ready = [h for h in todo if h not in done and deps[h] <= done]
+            if not ready:
+                raise RuntimeError(f"dependency cycle among runs {sorted(set(todo) - done)}")
+            for h in ready:
+                launch_torchrun(store, todo[h].config, gpus)
+                done.add(h)
+        return runs
     bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress)
     if not todo:
         bar.close()
