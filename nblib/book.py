@@ -126,7 +126,7 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
         from check_site import check_site
     finally:
         sys.path.pop(0)
-    figs = sorted(p.name for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
+    figs = sorted(str(p) for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
     return check_site(html, names, figs)
 
 

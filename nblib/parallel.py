@@ -45,6 +45,28 @@ def launch_torchrun(store, config, nproc: int, strategy: str = "fsdp") -> None:
     json.loads((run.path / "manifest.json").read_text())  # the run must have finished
 
 
+def cost(config) -> float:
+    """Rough training cost of a run (tokens x per-token FLOPs proxy) for scheduling."""
+    m = config.model
+    d, layers, vocab = m.get("d_model", 1), m.get("n_layers", 1), m.get("vocab_size", 1)
+    start = config.init["step"] if config.init and config.init.get("mode") == "continue" else 0
+    tokens = (config.total_steps - start) * config.tokens_per_step
+    return tokens * (12 * d * d * layers + 2 * d * vocab + 4 * d * layers * config.seq_len)
+
+
+def critical_path(todo: dict, deps: dict) -> dict:
+    """Priority of each run: its cost plus the costliest chain of runs that wait on it."""
+    children = {h: [c for c, ds in deps.items() if h in ds] for h in todo}
+    memo: dict = {}
+
+    def prio(h):
+        if h not in memo:
+            memo[h] = cost(todo[h].config) + max((prio(c) for c in children[h]), default=0.0)
+        return memo[h]
+
+    return {h: prio(h) for h in todo}
+
+
 def default_workers() -> int:
     return max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))
 
@@ -94,10 +116,13 @@ def run_dag(store, configs: list, workers: int | None = None, progress: bool = T
         return runs
     ctx = mp.get_context("spawn")
     done, running = set(), {}
+    prio = critical_path(todo, deps)  # longest chain first keeps both workers busy to the end
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                              initargs=(threads_per_worker,)) as pool:
         while len(done) < len(todo):
-            for h in [h for h in todo if h not in done and h not in running.values() and deps[h] <= done]:
+            ready = sorted((h for h in todo if h not in done and h not in running.values() and deps[h] <= done),
+                           key=lambda h: -prio[h])
+            for h in ready[:max(0, workers - len(running))]:
                 fut = pool.submit(_train_one, str(store.root), todo[h].config.to_dict())
                 running[fut] = h
             if not running:

@@ -30,7 +30,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
-n_boot = 100  # bootstrap refits for the parameter and prediction intervals
+n_boot = 0  # bootstrap refits for the intervals; 0 = the budget's default
 
 # %%
 import subprocess
@@ -47,8 +47,9 @@ from nblib.paper_values import HELDOUT_CLAIM, OFFSET_C, TABLE3_LD, ZERO_CROSSING
 
 ch = Chapter("03_scaling_law", budget=budget, seed=seed, run_root=run_root)
 b = ch.budget
-if not isinstance(n_boot, int) or n_boot < 2:
-    raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed values: integers >= 2")
+if not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot == 1 or n_boot < 0:
+    raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed values: 0 (the budget's default) or integers >= 2")
+n_boot = n_boot or b.n_boot
 
 # %% [markdown]
 # ## The runs

@@ -33,7 +33,7 @@ budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 scale = "S5"  # the scale of the long Constant trajectory (paper: S5); the joint fit uses the smaller scales
-n_boot = 100  # bootstrap refits for prediction intervals
+n_boot = 0  # bootstrap refits for prediction intervals; 0 = the budget's default
 
 # %%
 import subprocess
@@ -54,8 +54,9 @@ ch = Chapter("04_constant_last4", budget=budget, seed=seed, run_root=run_root, s
              allowed_scales=("S3", "S4", "S5"))
 b = ch.budget
 fit_scales = [s for s in SCALES if s < scale][:4]
-if not isinstance(n_boot, int) or n_boot < 2:
-    raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed values: integers >= 2")
+if not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot == 1 or n_boot < 0:
+    raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed values: 0 (the budget's default) or integers >= 2")
+n_boot = n_boot or b.n_boot
 print(f"trajectory at {scale}; joint fits on {fit_scales}")
 
 # %% [markdown]
@@ -323,6 +324,23 @@ out = subprocess.run(cmd, capture_output=True, text=True)
 print(out.stdout[-4000:] or out.stderr[-4000:])
 if plot.exists():
     display(Image(str(plot)))
+
+# %% [markdown]
+# ## At the paper's scale
+#
+# `papermill notebooks/04_constant_last4.ipynb out.ipynb -p budget full -p scale S5` launches
+# (or resumes) the real trajectory: on a machine with GPUs every missing run is trained with
+# `torchrun` over all local GPUs (FSDP2), checkpointing every 1N so an interrupted run
+# resumes. What that costs, from the model's analytic FLOPs at the 32K context:
+
+# %%
+from nblib.budgets import get_budget as _gb
+
+need = lccp.trajectory_compute(_gb("full"), "S5")
+print(f"S5 Constant trajectory to 120N: {need['tokens'] / 1e9:.1f}B LCCP tokens, {need['flops']:.3g} training FLOPs; "
+      f"{need['gpu_hours']:,.0f} H100-hours at 40% MFU (bf16), about {need['hours_on_16_gpus']:.0f} h on 16 GPUs "
+      f"(the paper used 2 nodes x 8 H800); {need['checkpoints']} checkpoints of {need['checkpoint_gb']:.1f} GB "
+      f"(fp32 weights; optimizer state is kept on the newest only)")
 
 # %% [markdown]
 # ## What we see

@@ -1,0 +1,50 @@
+"""nblib.monitor end to end on a smoke-budget Constant trajectory, and its refusals."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nblib import grid, lccp
+from nblib.budgets import get_budget
+from nblib.monitor import MonitorError, forecast
+from nblib.runstore import RunStore
+
+
+def test_forecast_refuses_too_few_points():
+    with pytest.raises(MonitorError, match="at least 4"):
+        forecast([{"Dl": 1e6 * i, "long_ppl": 3.0 - 0.1 * i} for i in range(1, 4)], [1e8])
+
+
+def test_forecast_recovers_a_power_law():
+    import numpy as np
+
+    dl = np.geomspace(1e6, 1e8, 12)
+    pts = [{"Dl": d, "long_ppl": float(np.exp(5 * (d / 1e9) ** -0.2 * 0.05 + 1.0))} for d in dl]
+    fc = forecast(pts, [4e8], n_boot=30)
+    future = [r for r in fc["predictions"] if not r["observed"]][0]
+    truth = np.exp(5 * (4e8 / 1e9) ** -0.2 * 0.05 + 1.0)
+    assert future["long_ppl"] == pytest.approx(truth, rel=1e-3)
+    assert future["lo"] <= future["long_ppl"] <= future["hi"] and future["gain_per_1B_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_monitor_cli_on_a_smoke_trajectory(tmp_path):
+    b = get_budget("smoke")
+    store = RunStore(tmp_path)
+    lccp.Evaluator.build(b, store)  # trains the smoke reference, annotates the test set
+    short = grid.lccp_constant(b, "S1", b.ds_multiples[0], 3 * b.constant_ckpt_every)
+    store.get_or_run_many(grid.short_stage(b, "S1").all() + [short], workers=1, progress=False)
+    cmd = [sys.executable, "-m", "nblib.monitor", str(store.run(short).path), "--eval-every", "1", "--n-boot", "5"]
+    few = subprocess.run(cmd, capture_output=True, text=True)
+    assert few.returncode == 2 and "Last4 needs at least 4" in few.stderr
+    long = grid.lccp_constant(b, "S1", b.ds_multiples[0], 10 * b.constant_ckpt_every)  # same trajectory, extended
+    assert long.hash == short.hash
+    store.get_or_run(long, progress=False)
+    ok = subprocess.run(cmd + ["--future", "1e6", "--plot", str(tmp_path / "m.png")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "Eq. 2 fit" in ok.stdout and "7 Last4 evaluation points" in ok.stdout and (tmp_path / "m.png").exists()
+    cached = list((store.run(long).path / "evals").glob("monitor-*.json"))
+    assert len(cached) == 7
+    again = subprocess.run(cmd, capture_output=True, text=True)  # everything cached now
+    assert again.returncode == 0
