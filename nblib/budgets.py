@@ -180,9 +180,9 @@ def _toy() -> Budget:
         s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,
         s4_pool_ckpt_every=2 * k, constant_ckpt_every=1 * k, n_constant_seeds=2,
         corpus="python-stdlib", tokenizer="byte", lccp_mixture="natural", ext_mixture="natural_128k",
-        longppl=LongPPLSpec(trunc_len=32, sliding_window=8, n_docs=128, min_doc_len=256, max_doc_len=None),
+        longppl=LongPPLSpec(trunc_len=32, sliding_window=8, n_docs=140, min_doc_len=256, max_doc_len=None),
         reference={"kind": "nblib", "model": _llama(v, 96, 4, 6, 2, 256, ml), "batch": 8, "lr": 1e-2,
-                   "warmup_steps": 50, "n_tokens": 4_000_000,
+                   "warmup_steps": 50, "n_tokens": 2_000_000,
                    # the tiny reference does not learn to copy: mix in a cache model (nblib.metrics.copy)
                    "copy": {"min_match": 4, "max_match": 32, "calibration_sequences": 400}},
         scales=scales,

@@ -64,7 +64,7 @@ def reference_scorer(budget: Budget, store: RunStore):
     copy = budget.reference.get("copy")
     if not copy:
         return scorer
-    path = store.root / "annotations" / f"{budget.name}-copy-precision.json"
+    path = store.root / "annotations" / f"{budget.name}-copy-precision-{reference_key(budget)}.json"
 
     def compute():
         from nblib.train import stream_for
@@ -84,8 +84,16 @@ def reference_scorer(budget: Budget, store: RunStore):
                                copy["max_match"])
 
 
+def reference_key(budget: Budget) -> str:
+    """Short hash naming the reference (its run config, or its path) and its cache model."""
+    ref = budget.reference
+    ident = grid.reference_config(budget).hash if ref["kind"] == "nblib" else str(ref["path"])
+    return hashlib.sha256(json.dumps([ident, ref.get("copy")], sort_keys=True).encode()).hexdigest()[:10]
+
+
 def annotation_path(budget: Budget, store: RunStore) -> Path:
-    return store.root / "annotations" / f"{budget.name}-longppl.json"
+    """One annotation per (budget test set, reference): a new reference annotates anew."""
+    return store.root / "annotations" / f"{budget.name}-longppl-{reference_key(budget)}.json"
 
 
 @dataclass
@@ -414,3 +422,17 @@ def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: f
     ckpt_bytes = 4 * model.n_params(non_embedding=False)
     return {"tokens": tokens, "flops": flops, "gpu_hours": gpu_hours, "hours_on_16_gpus": gpu_hours / 16,
             "checkpoints": int(round(b.s5_trajectory / b.s5_ckpt_every)), "checkpoint_gb": ckpt_bytes / 1e9}
+
+
+def position_loss(model, texts, tokenizer, length: int, edges=(0, 16, 32, 64, 128, 256)) -> list[float]:
+    """Mean NLL of a model by position bucket over the first `length` tokens of each text:
+    whether a model gains from distant context at all (loss still falling at late positions)."""
+    import torch.nn.functional as F
+
+    seqs = [np.asarray(tokenizer.encode(t))[:length] for t in texts]
+    x = torch.from_numpy(np.stack([s for s in seqs if len(s) == length]).astype(np.int64))
+    with torch.no_grad():
+        logits, _ = model.eval()(x[:, :-1])
+        nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")  # (B, T-1), index t-1 -> token t
+    edges = [e for e in edges if e < length] + [length - 1]
+    return [float(nll[:, a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]

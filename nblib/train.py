@@ -71,10 +71,11 @@ def split_params(model: nn.Module) -> tuple[list, list, list]:
     return muon, decay, no_decay
 
 
-def make_optimizers(model: nn.Module, opt_cfg: dict, lr: float, sharded: bool = False) -> dict:
+def make_optimizers(model: nn.Module, opt_cfg: dict, lr: float) -> dict:
     """{"muon": Muon, "adamw": AdamW} with the paper's weight decay 0.1 (App. A.3).
 
-    sharded=True (FSDP2) uses nblib.optim.ShardedMuon, which orthogonalises whole matrices.
+    Muon is nblib.optim.Muon: torch.optim.Muon's update with fp32 Newton-Schulz on CPU and
+    whole-matrix orthogonalisation under FSDP2 (see that module for why).
     """
     if opt_cfg.get("name") != "muon+adamw":
         raise ValueError(f"optimizer.name={opt_cfg.get('name')!r}; allowed: muon+adamw")
@@ -82,15 +83,13 @@ def make_optimizers(model: nn.Module, opt_cfg: dict, lr: float, sharded: bool = 
     wd = float(opt_cfg.get("weight_decay", 0.1))
     opts = {}
     if muon_p:
-        from nblib.optim import ShardedMuon
+        from nblib.optim import Muon
 
-        muon_cls = ShardedMuon if sharded else torch.optim.Muon
-        opts["muon"] = muon_cls(muon_p, lr=lr, weight_decay=wd,
-                                adjust_lr_fn=opt_cfg.get("muon_adjust_lr", "match_rms_adamw"))
+        opts["muon"] = Muon(muon_p, lr=lr, weight_decay=wd, adjust_lr_fn=opt_cfg.get("muon_adjust_lr", "match_rms_adamw"))
     groups = [g for g in ({"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0})
               if g["params"]]
-    opts["adamw"] = torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_cfg.get("betas", (0.9, 0.95))),
-                                      eps=1e-8, fused=False, foreach=False)
+    opts["adamw"] = torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_cfg.get("betas", (0.9, 0.95))), eps=1e-8,
+                                      foreach=True)
     return opts
 
 
@@ -237,8 +236,7 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
 
     model.to(device)
     train_model = wrap_distributed(model, strategy)  # FSDP2 shards `model` in place
-    sharded = strategy == "fsdp" and world > 1
-    opts = make_optimizers(model, cfg.optimizer, sched(start_step), sharded)  # after sharding: DTensor params
+    opts = make_optimizers(model, cfg.optimizer, sched(start_step))  # after sharding: DTensor params
     if ostate is not None:
         set_optimizer_state_dict(model, list(opts.values()), ostate)
     if rng is not None:

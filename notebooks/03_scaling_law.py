@@ -208,25 +208,79 @@ out = subprocess.run([sys.executable, "-m", "nblib.scaling", "fit", str(csv), "-
 print(out.stdout[-3000:] or out.stderr[-3000:])
 
 # %% [markdown]
+# ## A cross-check on ShortPPL, and what limits the toy fit
+#
+# The same law and procedure, fitted to log(ShortPPL) instead (the tokens that do *not*
+# need distant context): if this fits well while LongPPL does not, the fitting machinery
+# is sound and the limit is in what the toy models learn about distant context. The
+# second cell measures that directly: a model's mean loss by position on the test
+# documents; a model that uses distant context keeps improving at late positions.
+
+# %%
+short_table = table.assign(longppl=table["shortppl"])  # the fitter reads the `longppl` column
+short_holdout = {name: scaling.holdout_eval(short_table, tr, te) for name, (tr, te) in splits.items()}
+pd.DataFrame([{"split": n, "LongPPL R²": holdout[n].r2, "LongPPL MAPE %": holdout[n].mape,
+               "ShortPPL R²": r.r2, "ShortPPL MAPE %": r.mape} for n, r in short_holdout.items()]).round(4)
+
+# %%
+from nblib import grid
+
+t, L = b.longppl.trunc_len, b.long_seq_len
+edges = tuple(sorted({0, t // 2, t, 2 * t, L // 2, L}))
+rows = {}
+for scale in SCALES:
+    ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
+    if scale == "S5":
+        ds, dl = max(b.s5_configs, key=lambda c: (c[1], c[0]))
+    run = ch.store.run(grid.lccp_linear_decay(b, scale, ds, dl))
+    rows[f"{scale} (Ds={ds}N, Dl={dl}N)"] = lccp.position_loss(run.load_model(), ev.texts, ev.tokenizer,
+                                                              b.long_seq_len, edges)
+if b.reference["kind"] == "nblib":
+    rows["LongPPL reference (neural part)"] = lccp.position_loss(
+        ch.store.run(grid.reference_config(b)).load_model(), ev.texts, ev.tokenizer, b.long_seq_len, edges)
+pos = pd.DataFrame(rows, index=[f"{a}-{c}" for a, c in zip(edges[:-1], edges[1:])]).T
+fig, ax = plt.subplots(figsize=(6, 4))
+for name, r in pos.iterrows():
+    ax.plot(range(len(r)), r.values, "o-", label=name)
+ax.set(xticks=range(pos.shape[1]), xticklabels=pos.columns, xlabel="token position", ylabel="mean NLL (nats)",
+       title=f"Loss by position (local chunk = {b.longppl.trunc_len} tokens)")
+ax.legend(fontsize=7)
+ch.save_figure(fig, "figA_position_loss", runs=runs)
+pos.round(3)
+
+# %% [markdown]
 # ## What we see
 #
 # The numbers above are this budget's; the paper's are printed next to them. At `toy` the
 # "models" are byte-level networks of 7K-170K parameters trained for minutes, so read the
 # comparison for its shape, not its digits: whether log(LongPPL) falls with $N$, $D_s$ and
 # $D_l$ like a power law with an offset, whether Eq. 1 fitted on smaller scales predicts the
-# larger ones, and whether the alternatives extrapolate worse. The closing recap below
-# states, from the numbers computed in this run, which of these hold here.
+# larger ones, and whether the alternatives extrapolate worse. The cell below states, from
+# the numbers computed in this run, which of these hold here and what limits the fit.
 
 # %%
 r4, r5 = holdout["S1-S3 → S4"], holdout["S1-S4 → S5"]
-add = table3.set_index("variant").loc["additive"]
 best5 = table3.set_index("variant")["S5 R²"].idxmax()
-print(f"held-out R²: S4 {r4.r2:.3f} (paper 0.966), S5 {r5.r2:.3f} (paper 0.952); "
+print(f"held-out R² of Eq. 1 on LongPPL: S4 {r4.r2:.3f} (paper 0.966), S5 {r5.r2:.3f} (paper 0.952); "
       f"MAPE: S4 {r4.mape:.2f}%, S5 {r5.mape:.2f}% (paper < {HELDOUT_CLAIM['mape_max_pct']}%)")
+print(f"the same law on ShortPPL: S4 R² {short_holdout['S1-S3 → S4'].r2:.3f}, S5 R² {short_holdout['S1-S4 → S5'].r2:.3f}")
 print(f"the variant with the best S5 R² here: {best5} ({table3.set_index('variant').loc[best5, 'S5 R²']:.3f}); "
       f"the paper's best is the additive law")
 ex = fit14.absolute_params()
 print(f"exponents of the S1-S4 fit: alpha={ex['alpha']:.3f}, beta_s={ex['beta_s']:.3f}, beta_l={ex['beta_l']:.3f}")
+late_gain = pos.iloc[:, -2] - pos.iloc[:, -1]
+print("loss drop from the second-to-last to the last position bucket (> 0: the model still gains from "
+      "more context): " + ", ".join(f"{k.split(' ')[0]} {v:+.3f}" for k, v in late_gain.items()))
+if min(r4.r2, r5.r2) < 0.9:
+    print("Held-out R² is below 0.9 here. Limits, from the tables above: the toy models gain little or nothing "
+          "from context beyond the local chunk (the loss-by-position curves flatten or rise at late positions), "
+          "so their LongPPL on key tokens that need distant context moves with local modelling and with how well "
+          "each model adapted to the longer context, not with learning to use it; across configurations this is "
+          "noise of the same size as the trends.")
+    s_r2 = min(short_holdout["S1-S3 → S4"].r2, short_holdout["S1-S4 → S5"].r2)
+    verdict = "better" if s_r2 > min(r4.r2, r5.r2) else "no better"
+    print(f"ShortPPL, measured on the same runs, follows the law {verdict} (worst held-out R² {s_r2:.3f} against "
+          f"{min(r4.r2, r5.r2):.3f}).")
 
 # %%
 ch.done()

@@ -183,3 +183,36 @@ def test_cli_rejects_bad_config(tmp_path):
     bad.write_text(json.dumps({"model": {}, "nonsense": 1}))
     proc = subprocess.run([sys.executable, "-m", "nblib.train", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2 and "nonsense" in proc.stderr
+
+
+def test_muon_is_torch_muon_up_to_the_newton_schulz_dtype(monkeypatch):
+    """nblib.optim.Muon = torch.optim.Muon when both orthogonalise in bf16 (torch's choice)."""
+    import nblib.optim as O
+
+    real = O.newton_schulz
+    monkeypatch.setattr(O, "newton_schulz", lambda G, c, s, e, dtype=None: real(G, c, s, e, dtype=torch.bfloat16))
+    g = torch.Generator().manual_seed(0)
+    p1 = [torch.nn.Parameter(torch.randn(16, 48, generator=g)), torch.nn.Parameter(torch.randn(32, 8, generator=g))]
+    p2 = [torch.nn.Parameter(p.detach().clone()) for p in p1]
+    o1 = O.Muon(p1, lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    o2 = torch.optim.Muon(p2, lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    for _ in range(3):
+        grads = [torch.randn(p.shape, generator=g) for p in p1]
+        for a, b, gr in zip(p1, p2, grads):
+            a.grad, b.grad = gr.clone(), gr.clone()
+        o1.step()
+        o2.step()
+    for a, b in zip(p1, p2):
+        assert torch.equal(a, b)
+
+
+def test_fp32_newton_schulz_matches_a_float64_iteration():
+    from nblib.optim import newton_schulz
+
+    G = torch.randn(40, 24, generator=torch.Generator().manual_seed(1))
+    coeffs = (3.4445, -4.775, 2.0315)
+    X32 = newton_schulz(G, coeffs, 5, 1e-7, dtype=torch.float32)
+    X64 = newton_schulz(G.double(), coeffs, 5, 1e-7, dtype=torch.float64)
+    torch.testing.assert_close(X32.double(), X64, atol=1e-5, rtol=0)
+    s = torch.linalg.svdvals(X64)
+    assert s.min() > 0.5 and s.max() < 1.3  # "orthogonalised": singular values near 1 (US'V^T)
