@@ -37,10 +37,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim) if unit_offset else torch.ones(dim))
 
     def forward(self, x):
-        y = F.rms_norm(x.float(), (x.size(-1),), eps=self.eps)
         w = self.weight.float()
-        y = y * (1.0 + w) if self.unit_offset else y * w
-        return y.type_as(x)
+        return F.rms_norm(x.float(), (x.size(-1),), 1.0 + w if self.unit_offset else w, eps=self.eps).type_as(x)
 
 
 # --------------------------------------------------------------------------------------
