@@ -278,9 +278,16 @@ if min(r4.r2, r5.r2) < 0.9:
           "each model adapted to the longer context, not with learning to use it; across configurations this is "
           "noise of the same size as the trends.")
     s_r2 = min(short_holdout["S1-S3 → S4"].r2, short_holdout["S1-S4 → S5"].r2)
-    verdict = "better" if s_r2 > min(r4.r2, r5.r2) else "no better"
-    print(f"ShortPPL, measured on the same runs, follows the law {verdict} (worst held-out R² {s_r2:.3f} against "
-          f"{min(r4.r2, r5.r2):.3f}).")
+    if s_r2 > min(r4.r2, r5.r2) + 0.1:
+        print(f"ShortPPL, measured on the same runs, follows the law better (worst held-out R² {s_r2:.3f}).")
+    else:
+        print(f"ShortPPL does not follow it either (worst held-out R² {s_r2:.3f}): within a scale the budget trends "
+              f"are small next to the differences between scales in how well each model adapted to the longer "
+              f"context (compare the ShortPPL ranges per scale in the first table).")
+    if min(r4.mape, r5.mape) < HELDOUT_CLAIM["mape_max_pct"]:
+        print(f"Note the split verdict: MAPE {min(r4.mape, r5.mape):.2f}% meets the paper's < 2% on the held-out "
+              f"scale where the level is right, while R² near or below 0 says the law misses the within-scale "
+              f"structure, which is small at toy (see the per-scale standard deviations above).")
 
 # %%
 ch.done()

@@ -126,8 +126,14 @@ rules.assign(gap_to_LD=rules.longppl - ld_ref.longppl).round(4)
 gap = rules.set_index("rule").longppl
 print(f"Raw {gap['Raw']:.4f}, Last4 {gap['Last4']:.4f}, 1-Sqrt {gap['1-Sqrt']:.4f}, EMA 0.9 {gap['EMA 0.9']:.4f}, "
       f"DARE 0.5 {gap['DARE 0.5']:.4f}, TIES 0.5 {gap['TIES 0.5']:.4f}; Linear-Decay {ld_ref.longppl:.4f}")
-closed = (gap["Raw"] - gap["Last4"]) / (gap["Raw"] - ld_ref.longppl)
-print(f"Last4 closes {100 * closed:.0f}% of the Raw -> Linear-Decay LongPPL gap (paper: most of it)")
+if gap["Last4"] <= ld_ref.longppl < gap["Raw"]:
+    print(f"Last4 closes the whole Raw -> Linear-Decay LongPPL gap and goes {ld_ref.longppl - gap['Last4']:.3f} below "
+          f"Linear-Decay (paper: merging recovers most of the gap)")
+elif ld_ref.longppl < gap["Raw"]:
+    closed = (gap["Raw"] - gap["Last4"]) / (gap["Raw"] - ld_ref.longppl)
+    print(f"Last4 closes {100 * closed:.0f}% of the Raw -> Linear-Decay LongPPL gap (paper: most of it)")
+else:
+    print("Raw is already at or below Linear-Decay on this pool, so there is no gap for merging to close")
 
 # %% [markdown]
 # ## Fig. 4b: Constant-Raw and Constant-Last4 against Linear-Decay across S4
