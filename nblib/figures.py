@@ -32,8 +32,20 @@ def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: di
     atomic_write_json(mpath, manifest)
 
 
+def tidy(fig) -> None:
+    """House style before saving: no labels on minor log ticks (they collide), tight layout."""
+    from matplotlib.ticker import NullFormatter
+
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_minor_formatter(NullFormatter())
+    fig.tight_layout()
+
+
 def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None, dpi: int = 110) -> Path:
     """Save a matplotlib figure as figures/<chapter>/<name>.png and record its provenance."""
+    tidy(fig)
     path = figures_root() / chapter / f"{name}.png"
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
