@@ -131,16 +131,15 @@ pm
 # `benchmarks/results/`; this table reads those files (it does not rerun them).
 
 # %%
+from IPython.display import Markdown, display
+
 from nblib.runstore import REPO_ROOT
 
-results = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.json"))
-for path in results:
-    data = json.loads(path.read_text())
-    print(f"== {path.name} ({data.get('machine', {}).get('cpu_count', '?')} CPU cores, measured {data.get('date', '?')})")
-    for line in data.get("summary", []):
-        print("  ", line)
-if not results:
-    print("no benchmark results yet: run `python benchmarks/<script>.py`")
+reports = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.md"))
+for path in reports:
+    display(Markdown(f"**`benchmarks/results/{path.name}`**\n\n" + path.read_text()))
+if not reports:
+    print("no benchmark results yet: run the scripts in benchmarks/")
 
 # %%
 ch.done()
