@@ -67,6 +67,3 @@ class Chapter:
         wall = self.elapsed
         print(f"[{self.name}] chapter wall time: {wall:.1f} s ({wall / 60:.1f} min) at budget {self.budget.name}")
 
-
-def workers() -> int:
-    return max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))

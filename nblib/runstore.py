@@ -16,7 +16,6 @@ so asking for more tokens resumes the same trajectory and trains only the new to
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -260,10 +259,6 @@ class Run:
         have = [c.step for c in self.checkpoints()]
         raise KeyError(f"run {self.hash} has no checkpoint at step {target}; it has {have}")
 
-    def checkpoint_at_tokens(self, tokens: int) -> CheckpointInfo:
-        """Checkpoint whose step is the rounded number of steps for `tokens`."""
-        return self.checkpoint(max(1, int(round(tokens / self.config.tokens_per_step))))
-
     def load_state_dict(self, step: int | str = "final") -> dict:
         return load_weights(self.checkpoint(step))
 
@@ -368,17 +363,3 @@ class RunStore:
         from nblib.parallel import run_dag
 
         return run_dag(self, configs, workers=workers, progress=progress, desc=desc)
-
-
-@contextlib.contextmanager
-def temporary_env(**env):
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update({k: str(v) for k, v in env.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
