@@ -177,7 +177,7 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
         html = build_html(out_dir)
         from nblib.figures import figures_root
 
-        problems = check_book(html, names, figures_root())
+        problems = check_book(html, names, figures_root(budget))
         for p in problems:
             print(f"[book] site problem: {p}", file=sys.stderr)
         if problems:

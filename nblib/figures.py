@@ -17,13 +17,18 @@ from nblib.atomic import atomic_path, atomic_write_json, atomic_write_text
 from nblib.runstore import REPO_ROOT, code_version
 
 
-def figures_root() -> Path:
-    """`figures/` at the repository root, or $NBLIB_FIGURES_DIR (tests write elsewhere)."""
-    return Path(os.environ.get("NBLIB_FIGURES_DIR", REPO_ROOT / "figures"))
+def figures_root(budget: str = "toy") -> Path:
+    """Where a budget's figures go: $NBLIB_FIGURES_DIR when set (tests write elsewhere), else
+    `figures/` at the repository root for the toy book, and `_build/<budget>/figures/` for
+    any other budget, so a smoke or full run never overwrites the committed toy figures."""
+    env = os.environ.get("NBLIB_FIGURES_DIR")
+    if env:
+        return Path(env)
+    return REPO_ROOT / "figures" if budget == "toy" else REPO_ROOT / "_build" / budget / "figures"
 
 
 def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: dict | None) -> None:
-    folder = figures_root() / chapter
+    folder = figures_root(budget) / chapter
     mpath = folder / "manifest.json"
     manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
     hashes = sorted({getattr(r, "hash", r) for r in (runs or [])})
@@ -46,7 +51,7 @@ def tidy(fig) -> None:
 def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None, dpi: int = 110) -> Path:
     """Save a matplotlib figure as figures/<chapter>/<name>.png and record its provenance."""
     tidy(fig)
-    path = figures_root() / chapter / f"{name}.png"
+    path = figures_root(budget) / chapter / f"{name}.png"
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
     _record(chapter, path.name, budget, runs, "figure", extra)
@@ -55,7 +60,7 @@ def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict 
 
 def save_table(df, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None) -> Path:
     """Save a pandas table as figures/<chapter>/<name>.csv and record its provenance."""
-    path = figures_root() / chapter / f"{name}.csv"
+    path = figures_root(budget) / chapter / f"{name}.csv"
     atomic_write_text(path, df.to_csv(index=False))
     _record(chapter, path.name, budget, runs, "table", extra)
     return path

@@ -22,6 +22,7 @@ import torch
 
 from nblib import grid
 from nblib.budgets import Budget, get_budget
+from nblib.metrics.probes import copy_gain, position_loss  # noqa: F401  (chapter 3 uses both)
 from nblib.runstore import Run, RunStore
 
 
@@ -422,17 +423,3 @@ def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: f
     ckpt_bytes = 4 * model.n_params(non_embedding=False)
     return {"tokens": tokens, "flops": flops, "gpu_hours": gpu_hours, "hours_on_16_gpus": gpu_hours / 16,
             "checkpoints": int(round(b.s5_trajectory / b.s5_ckpt_every)), "checkpoint_gb": ckpt_bytes / 1e9}
-
-
-def position_loss(model, texts, tokenizer, length: int, edges=(0, 16, 32, 64, 128, 256)) -> list[float]:
-    """Mean NLL of a model by position bucket over the first `length` tokens of each text:
-    whether a model gains from distant context at all (loss still falling at late positions)."""
-    import torch.nn.functional as F
-
-    seqs = [np.asarray(tokenizer.encode(t))[:length] for t in texts]
-    x = torch.from_numpy(np.stack([s for s in seqs if len(s) == length]).astype(np.int64))
-    with torch.no_grad():
-        logits, _ = model.eval()(x[:, :-1])
-        nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")  # (B, T-1), index t-1 -> token t
-    edges = [e for e in edges if e < length] + [length - 1]
-    return [float(nll[:, a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]

@@ -105,6 +105,8 @@ PAPER_MAP = [
     (W2, "Attention maps", "copy stripes per layer", "-", "10_attention", "planned"),
     (W2, "Attention distance and sinks", "per head", "-", "10_attention", "planned"),
     (W2, "Induction heads", "scores at 256 and 768 tokens back; copy loss", "-", "10_attention", "planned"),
+    (W2, "Copy loss (toy check)", "random-segment copy gain and loss by position of the chapter 3 models",
+     "nblib.metrics.probes.copy_gain; nblib.metrics.probes.position_loss", "03_scaling_law", "done"),
     (W2, "KL disagreement", "token-level KL(A||B) and its tail", "-", "10_attention", "planned"),
 ]
 

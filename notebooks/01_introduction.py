@@ -64,8 +64,9 @@ ch = Chapter("01_introduction", budget=budget, seed=seed, run_root=run_root)
 #
 # The same notebooks run at every budget; one parameter sets everything else
 # (`nblib/budgets.py`). `full` carries the paper's numbers; `toy` and `smoke` are
-# scaled-down analogues: byte-level models on real text (the Python standard library's
-# sources), with the paper's ratios between scales and between stages.
+# scaled-down analogues: small models on real text (the Python standard library's
+# sources, in a 1,024-entry BPE), with the paper's ratios between stages and a compressed
+# span of model sizes (chapter 2 shows why).
 
 # %%
 rows = []

@@ -227,36 +227,69 @@ from nblib import grid
 
 t, L = b.longppl.trunc_len, b.long_seq_len
 edges = tuple(sorted({0, t // 2, t, 2 * t, L // 2, L}))
-rows = {}
+models = {}
 for scale in SCALES:
     ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
     if scale == "S5":
         ds, dl = max(b.s5_configs, key=lambda c: (c[1], c[0]))
-    run = ch.store.run(grid.lccp_linear_decay(b, scale, ds, dl))
-    rows[f"{scale} (Ds={ds}N, Dl={dl}N)"] = lccp.position_loss(run.load_model(), ev.texts, ev.tokenizer,
-                                                              b.long_seq_len, edges)
+    models[f"{scale} (Ds={ds}N, Dl={dl}N)"] = ch.store.run(grid.lccp_linear_decay(b, scale, ds, dl)).load_model()
 if b.reference["kind"] == "nblib":
-    rows["LongPPL reference (neural part)"] = lccp.position_loss(
-        ch.store.run(grid.reference_config(b)).load_model(), ev.texts, ev.tokenizer, b.long_seq_len, edges)
-pos = pd.DataFrame(rows, index=[f"{a}-{c}" for a, c in zip(edges[:-1], edges[1:])]).T
+    models["LongPPL reference (neural part)"] = ch.store.run(grid.reference_config(b)).load_model()
+pos = pd.DataFrame({k: lccp.position_loss(m, ev.texts, ev.tokenizer, L, edges) for k, m in models.items()},
+                   index=[f"{a}-{c}" for a, c in zip(edges[:-1], edges[1:])]).T
 fig, ax = plt.subplots(figsize=(6, 4))
 for name, r in pos.iterrows():
     ax.plot(range(len(r)), r.values, "o-", label=name)
 ax.set(xticks=range(pos.shape[1]), xticklabels=pos.columns, xlabel="token position", ylabel="mean NLL (nats)",
-       title=f"Loss by position (local chunk = {b.longppl.trunc_len} tokens)")
+       title=f"Loss by position (local chunk = {t} tokens)")
 ax.legend(fontsize=7)
 ch.save_figure(fig, "figA_position_loss", runs=runs)
+# the test: mean loss in the last half of the context against the first local chunk
+uses_context = pd.DataFrame({k: lccp.position_loss(m, ev.texts, ev.tokenizer, L, (0, t, L // 2, L))
+                             for k, m in models.items()}, index=["first chunk", "middle", "last half"]).T
+uses_context["last half - first chunk"] = uses_context["last half"] - uses_context["first chunk"]
 pos.round(3)
+
+# %%
+uses_context.round(3)
+
+# %% [markdown]
+# **Copying.** The sharpest test of whether a model reads far back: a segment of random
+# tokens, repeated. The first copy is unpredictable (about ln V nats a token); a model that
+# looks back and copies predicts the second. The copy gain is the loss on the first copy
+# minus the loss on the second, at several distances (the segment length); the curve on the
+# right is the per-position loss at distance 64, the distance just past two local chunks.
+
+# %%
+seg_lens = [s for s in (8, 16, 32, 64, 128) if 2 * s <= L]
+copy = pd.DataFrame({k: {s: lccp.copy_gain(m, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, s)["gain"]
+                         for s in seg_lens} for k, m in models.items()}).T
+copy.columns = [f"gain @{s}" for s in seg_lens]
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+for name, r in copy.iterrows():
+    axes[0].plot(seg_lens, r.values, "o-", label=name)
+axes[0].axhline(1.0, ls="--", c="k", lw=0.8)
+axes[0].set(xscale="log", xlabel="distance between copies (tokens)", ylabel="copy gain (nats/token)",
+            title="Random-segment copy gain")
+d = min(64, L // 2)
+for name, m in models.items():
+    axes[1].plot(lccp.copy_gain(m, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, d)["curve"], lw=0.8, label=name)
+axes[1].axvline(d - 1, ls=":", c="k", lw=0.8)
+axes[1].set(xlabel="position", ylabel="mean NLL (nats)", title=f"Loss along a {d}-token segment, repeated")
+axes[0].legend(fontsize=7)
+ch.save_figure(fig, "figA_copy_probe", runs=runs)
+copy.round(3)
 
 # %% [markdown]
 # ## What we see
 #
 # The numbers above are this budget's; the paper's are printed next to them. At `toy` the
-# "models" are byte-level networks of 7K-170K parameters trained for minutes, so read the
-# comparison for its shape, not its digits: whether log(LongPPL) falls with $N$, $D_s$ and
-# $D_l$ like a power law with an offset, whether Eq. 1 fitted on smaller scales predicts the
-# larger ones, and whether the alternatives extrapolate worse. The cell below states, from
-# the numbers computed in this run, which of these hold here and what limits the fit.
+# models have 19K-131K non-embedding parameters and train for minutes on two CPU cores
+# (chapter 2 shows how that budget was chosen), so read the comparison for its shape, not
+# its digits: whether the models use context past the local chunk at all, whether
+# log(LongPPL) falls with $N$, $D_s$ and $D_l$, whether Eq. 1 fitted on smaller scales
+# predicts the larger ones, and whether the alternatives extrapolate worse. The cell below
+# states, from the numbers computed in this run, which of these hold here.
 
 # %%
 r4, r5 = holdout["S1-S3 → S4"], holdout["S1-S4 → S5"]
@@ -268,26 +301,44 @@ print(f"the variant with the best S5 R² here: {best5} ({table3.set_index('varia
       f"the paper's best is the additive law")
 ex = fit14.absolute_params()
 print(f"exponents of the S1-S4 fit: alpha={ex['alpha']:.3f}, beta_s={ex['beta_s']:.3f}, beta_l={ex['beta_l']:.3f}")
-late_gain = pos.iloc[:, -2] - pos.iloc[:, -1]
-print("loss drop from the second-to-last to the last position bucket (> 0: the model still gains from "
-      "more context): " + ", ".join(f"{k.split(' ')[0]} {v:+.3f}" for k, v in late_gain.items()))
+gap = uses_context["last half - first chunk"]
+print("last-half loss minus first-chunk loss (< 0: the model uses context beyond the local chunk): "
+      + ", ".join(f"{k.split(' ')[0]} {v:+.3f}" for k, v in gap.items()))
+col = f"gain @{min(64, L // 2)}"
+print(f"random-segment copy gain at distance {min(64, L // 2)} (>= 1 nat means the model copies): "
+      + ", ".join(f"{k.split(' ')[0]} {v:+.2f}" for k, v in copy[col].items()))
+means = table.groupby("scale")["longppl"].mean()
+print("mean LongPPL by scale: " + ", ".join(f"{k} {v:.2f}" for k, v in means.items())
+      + (" (falls with N at every step)" if means.is_monotonic_decreasing else " (not monotone in N)"))
+for scale, g in table[table.scale != "S5"].groupby("scale"):
+    by_dl = g.groupby("dl_mult")["longppl"].mean()
+    by_ds = g.groupby("ds_mult")["longppl"].mean()
+    print(f"{scale}: mean LongPPL over Ds by Dl " + " ".join(f"{v:.2f}" for v in by_dl.values)
+          + (" (monotone)" if by_dl.is_monotonic_decreasing else " (not monotone)")
+          + "; over Dl by Ds " + " ".join(f"{v:.2f}" for v in by_ds.values)
+          + (" (monotone)" if by_ds.is_monotonic_decreasing else " (not monotone)"))
 if min(r4.r2, r5.r2) < 0.9:
-    print("Held-out R² is below 0.9 here. Limits, from the tables above: the toy models gain little or nothing "
-          "from context beyond the local chunk (the loss-by-position curves flatten or rise at late positions), "
-          "so their LongPPL on key tokens that need distant context moves with local modelling and with how well "
-          "each model adapted to the longer context, not with learning to use it; across configurations this is "
-          "noise of the same size as the trends.")
-    s_r2 = min(short_holdout["S1-S3 → S4"].r2, short_holdout["S1-S4 → S5"].r2)
-    if s_r2 > min(r4.r2, r5.r2) + 0.1:
-        print(f"ShortPPL, measured on the same runs, follows the law better (worst held-out R² {s_r2:.3f}).")
-    else:
-        print(f"ShortPPL does not follow it either (worst held-out R² {s_r2:.3f}): within a scale the budget trends "
-              f"are small next to the differences between scales in how well each model adapted to the longer "
-              f"context (compare the ShortPPL ranges per scale in the first table).")
-    if min(r4.mape, r5.mape) < HELDOUT_CLAIM["mape_max_pct"]:
-        print(f"Note the split verdict: MAPE {min(r4.mape, r5.mape):.2f}% meets the paper's < 2% on the held-out "
-              f"scale where the level is right, while R² near or below 0 says the law misses the within-scale "
-              f"structure, which is small at toy (see the per-scale standard deviations above).")
+    for name, res in holdout.items():
+        e = res.predictions["pred_log_longppl"] - res.predictions["log_longppl"]
+        print(f"{name}: mean prediction error {e.mean():+.3f} in log(LongPPL) (the level), spread {e.std():.3f} "
+              f"(the within-scale structure), against a within-scale std of {res.predictions['log_longppl'].std():.3f}")
+    logn = np.log(table.groupby("scale")["N"].first())
+    slope = (np.log(means).diff() / logn.diff()).dropna()
+    pairs = [f"{a}->{c}" for a, c in zip(means.index[:-1], means.index[1:])]
+    print("d log(LongPPL) / d log N between neighbouring scales: "
+          + ", ".join(f"{p_} {v:+.3f}" for p_, v in zip(pairs, slope.values)))
+    sslope = (np.log(table.groupby("scale")["shortppl"].mean()).diff() / logn.diff()).dropna()
+    print("the same for ShortPPL: " + ", ".join(f"{p_} {v:+.3f}" for p_, v in zip(pairs, sslope.values)))
+    if slope.iloc[-1] < slope.iloc[0]:
+        print("At toy the gain from a larger model grows with N instead of shrinking: the largest scales are "
+              "better than any power law with an offset fitted to the smaller ones predicts, so the held-out "
+              "prediction misses the level, and R² (which is computed within the held-out scale) is negative "
+              "even where the within-scale trends have the right sign."
+              + (" ShortPPL accelerates too, so this is a property of these small models (the larger ones learn "
+                 "qualitatively more), not of the long-context key tokens." if sslope.iloc[-1] < sslope.iloc[0] else ""))
+    if copy[col].max() < 1.0:
+        print(f"None of the models copies a repeated random segment (largest gain {copy[col].max():.2f} nats): "
+              "what they take from distant context is softer than copying (chapter 2 shows what was tried).")
 
 # %%
 ch.done()

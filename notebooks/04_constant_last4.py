@@ -358,6 +358,13 @@ lr = s4[s4.rule == "raw"].longppl.mean(), s4[s4.rule == "last4"].longppl.mean(),
 print(f"S4 grid mean LongPPL: Constant-Raw {lr[0]:.4f}, Constant-Last4 {lr[1]:.4f}, Linear-Decay {lr[2]:.4f}")
 for _, r in ccc.iterrows():
     print(f"CCC vs Linear-Decay, {r.metric:<9} Constant-{r.rule:<5}: {r.CCC:.3f}")
+paired = const.pivot_table(index=["scale", "ds_mult", "dl_mult", "seed"], columns="rule", values="longppl")
+wins = paired["last4"] <= paired["raw"]
+print(f"Constant-Last4 <= Constant-Raw in LongPPL on {wins.mean():.1%} of the {len(paired)} S1-S4 trajectory points "
+      f"(by scale: " + ", ".join(f"{k} {v:.0%}" for k, v in wins.groupby(level="scale").mean().items()) + ")")
+gain = (paired["raw"] - paired["last4"]) / paired["raw"]
+print("mean relative LongPPL gain of Last4 over Raw, by scale (rows) and Dl/N (columns); > 0: Last4 is better")
+print(gain.groupby(level=["scale", "dl_mult"]).mean().unstack().round(3).to_string())
 print(f"Eq. 1 on Constant-Last4: held-out {split_a[1][0]} R² {res_a.r2:.3f}; {scale} trajectory R² {res_b.r2:.3f}, "
       f"MAPE {res_b.mape:.2f}%")
 for _, r in prefix_errors.iterrows():

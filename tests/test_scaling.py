@@ -327,6 +327,16 @@ def test_bootstrap_interval_covers_true_exponents():
     pd.testing.assert_frame_equal(b2.samples, b.samples.iloc[:3])
 
 
+def test_bootstrap_in_worker_processes_equals_serial():
+    t = eq1_table(noise=0.01, seed=4)
+    train = t[t.scale != "S5"]
+    pts = t[t.scale == "S5"][["N", "Ds", "Dl"]]
+    serial = sc.bootstrap(train, n_boot=8, seed=1, points=pts, workers=1, **FAST)
+    pooled = sc.bootstrap(train, n_boot=8, seed=1, points=pts, workers=2, **FAST)
+    pd.testing.assert_frame_equal(serial.samples, pooled.samples)
+    np.testing.assert_array_equal(serial.pred_samples, pooled.pred_samples)
+
+
 # ---------------------------------------------------------------------------- Eq. 2
 
 def test_fixed_model_prefix_fit_recovers_parameters():

@@ -23,12 +23,12 @@ from nblib.data.corpus import (
     write_stdlib_manifest,
 )
 from nblib.data.shards import TokenDocs, cache_dir, tokenize_corpus
-from nblib.data.streams import LengthMixture, LongMixtureStream, PackedStream, segment_spans
+from nblib.data.streams import CopyMixStream, LengthMixture, LongMixtureStream, PackedStream, segment_spans
 from nblib.data.testset import TestSet, build_test_set, truncate_text
 from nblib.data.tokenizers import ByteTokenizer, HFTokenizer, load_tokenizer
 
 __all__ = [
-    "ByteTokenizer", "Corpus", "Document", "HFTokenizer", "LengthMixture", "LongMixtureStream", "PackedStream",
+    "ByteTokenizer", "CopyMixStream", "Corpus", "Document", "HFTokenizer", "LengthMixture", "LongMixtureStream", "PackedStream",
     "TestSet", "TokenDocs", "build_test_set", "cache_dir", "find_manifest", "in_eval_split", "load_corpus",
     "load_jsonl", "load_tokenizer", "load_txt_folder", "python_stdlib_corpus", "segment_spans",
     "split_documents", "split_fraction", "stdlib_files", "tokenize_corpus", "truncate_text",
@@ -78,8 +78,19 @@ def make_stream(data: dict, seed: int):
 
     data: {"corpus": spec, "tokenizer": spec, "split": "train", "stream": "packed" | "long_mixture",
            "seq_len": T, "mixture": "lccp_32k" | "extension_128k" | "natural" | "natural_128k"
-           (long_mixture only), ...}
+           (long_mixture only), "copy_fraction": f (optional, CopyMixStream), ...}
     """
+    stream = _base_stream(data, seed)
+    frac = data.get("copy_fraction", 0.0)
+    if not frac:
+        return stream
+    tok = get_tokenizer(data["tokenizer"])
+    lo, hi = data.get("copy_len", (None, None))
+    return CopyMixStream(stream, tok.vocab_size, tok.eos_id, frac, seed, min_len=lo, max_len=hi,
+                         vocab=data.get("copy_vocab"))
+
+
+def _base_stream(data: dict, seed: int):
     corpus = get_corpus(data["corpus"])
     if data.get("corpus_id") and data["corpus_id"] != corpus.identity:
         raise ValueError(f"corpus {data['corpus']!r} has identity {corpus.identity[:16]} but the run config "

@@ -344,3 +344,71 @@ class LongMixtureStream:
                 row["epochs"] = float(counts[b] * self.seq_len / p.total) if p.total else 0.0
             out.append(row)
         return out
+
+
+_TAG_COPY = 3
+
+
+class CopyMixStream:
+    """A training stream with a fixed share of synthetic repeated-segment sequences mixed in.
+
+    Why (chapter 2, "toy budget"): small models trained on natural code for a few thousand
+    steps never form the induction ("look back and copy") circuit that long-context
+    modelling builds on; local n-gram prediction takes the gradient. A sequence made of a
+    random segment repeated until the window is full rewards copying by several nats per
+    token, and the circuit forms within a few hundred steps (Olsson et al., 2022, "In-context
+    learning and induction heads"). Real long-context corpora (books, whole repositories)
+    carry such repeats naturally; the toy mixes them in explicitly.
+
+    Sample i of the base stream is replaced when a seeded draw for i falls under `fraction`;
+    its segment length is uniform in [min_len, max_len] (max_len <= seq_len // 2, so every
+    synthetic sequence holds at least two copies) and its tokens are uniform over the
+    vocabulary without `eos_id`. Batches depend only on (seed, step, batch size), so resume
+    and branching stay exact. doc_ids of a synthetic row are one id, -1 - i.
+    """
+
+    def __init__(self, base, vocab_size: int, eos_id: int, fraction: float, seed: int = 0,
+                 min_len: int | None = None, max_len: int | None = None, vocab: int | None = None):
+        if not (isinstance(fraction, (int, float)) and 0.0 <= fraction <= 1.0):
+            raise ValueError(f"copy fraction={fraction!r} is not allowed; allowed: a number in [0, 1]")
+        self.base, self.seq_len, self.seed = base, base.seq_len, seed
+        self.vocab_size, self.eos_id, self.fraction = int(vocab_size), int(eos_id), float(fraction)
+        self.draw = _check_int("copy vocab", vocab, 2) if vocab is not None else self.vocab_size - 1
+        self.max_len = _check_int("max_len", max_len if max_len is not None else self.seq_len // 2, 1)
+        self.min_len = _check_int("min_len", min_len if min_len is not None else max(2, self.seq_len // 16), 1)
+        if not self.min_len <= self.max_len <= (self.seq_len + 1) // 2:
+            raise ValueError(f"copy segment lengths [{self.min_len}, {self.max_len}] not allowed at seq_len "
+                             f"{self.seq_len}; allowed: 1 <= min_len <= max_len <= {(self.seq_len + 1) // 2}")
+
+    @property
+    def config(self) -> dict:
+        return {**self.base.config, "copy_fraction": self.fraction, "copy_len": [self.min_len, self.max_len],
+                "copy_seed": self.seed, "copy_vocab": self.draw}
+
+    def is_copy(self, sample: int) -> bool:
+        return bool(np.random.default_rng([self.seed, _TAG_COPY, sample]).random() < self.fraction)
+
+    def copy_sequence(self, sample: int) -> np.ndarray:
+        """The seq_len+1 tokens of synthetic sample `sample`: one random segment, repeated."""
+        rng = np.random.default_rng([self.seed, _TAG_COPY, sample, 1])
+        n = int(rng.integers(self.min_len, self.max_len + 1))
+        seg = rng.integers(0, self.draw, n)
+        seg = seg + (seg >= self.eos_id)  # skip EOS
+        return np.resize(seg, self.seq_len + 1)
+
+    def batch(self, step: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The base stream's batch with the synthetic samples of this step substituted."""
+        x, y, doc = self.base.batch(step, batch_size)
+        if self.fraction == 0:
+            return x, y, doc
+        for i in range(batch_size):
+            sample = step * batch_size + i
+            if self.is_copy(sample):
+                seq = torch.from_numpy(self.copy_sequence(sample).astype(np.int64))
+                x[i], y[i], doc[i] = seq[:-1], seq[1:], -1 - sample
+        return x, y, doc
+
+    def __getattr__(self, name):  # bucket_stats, tokens_per_epoch, ... of the base stream
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)

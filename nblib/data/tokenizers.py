@@ -7,6 +7,7 @@ intervals are mapped to that model's token positions"), so they must be exact.
 Specs (`load_tokenizer`):
     "byte"                    UTF-8 bytes 0-255 plus EOS = 256
     "hf:/path/tokenizer.json" any Hugging Face tokenizer.json (or a folder holding one)
+    "bpe:<name>"              a BPE pinned in data/tokenizers/<name>.json (nblib.data.bpe)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-TOKENIZER_FORMS = ('"byte"', '"hf:/path/tokenizer.json"')
+TOKENIZER_FORMS = ('"byte"', '"hf:/path/tokenizer.json"', '"bpe:<name>"')
 # Special tokens that mean end-of-document, in order of preference.
 EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>", "<|eot_id|>")
 
@@ -127,11 +128,15 @@ Tokenizer = ByteTokenizer | HFTokenizer
 
 
 def load_tokenizer(spec: str) -> Tokenizer:
-    """Resolve a tokenizer spec: "byte" or "hf:/path/tokenizer.json"."""
+    """Resolve a tokenizer spec: "byte", "hf:/path/tokenizer.json" or "bpe:<name>"."""
     if not isinstance(spec, str):
         raise TypeError(f"tokenizer spec must be a str, got {type(spec).__name__}; allowed: {', '.join(TOKENIZER_FORMS)}")
     if spec == "byte":
         return ByteTokenizer()
     if spec.startswith("hf:") and len(spec) > 3:
         return HFTokenizer(spec[3:])
+    if spec.startswith("bpe:") and len(spec) > 4:
+        from nblib.data.bpe import bpe_path
+
+        return HFTokenizer(bpe_path(spec[4:]))
     raise ValueError(f"unknown tokenizer spec {spec!r}; allowed forms: {', '.join(TOKENIZER_FORMS)}")

@@ -7,6 +7,9 @@ intervals for every parameter and for predictions at chosen points.
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,12 +54,24 @@ class BootstrapResult:
         return self.points.assign(pred_log_longppl=est, pred_lo=lo, pred_hi=hi)
 
 
+def _refits(table: pd.DataFrame, law: Law, resamples: list, extra: list, points, fit_kwargs: dict):
+    """Refit on each resample (row indices); (params, predictions or None) per resample."""
+    out = []
+    for idx in resamples:
+        f = fit_law(table.iloc[idx].reset_index(drop=True), law, extra_starts=extra, **fit_kwargs)
+        out.append((f.params, f.predict_table(points) if points is not None else None))
+    return out
+
+
 def bootstrap(table: pd.DataFrame, law: str | Law = "additive", n_boot: int = 200, seed: int = 0,
-              points: pd.DataFrame | None = None, ci: float = 0.95, **fit_kwargs) -> BootstrapResult:
+              points: pd.DataFrame | None = None, ci: float = 0.95, workers: int | None = None,
+              **fit_kwargs) -> BootstrapResult:
     """Case-resampling bootstrap of `fit_law` (App. A.5 procedure re-run per resample).
 
     Each refit starts from its own grid plus the full-data optimum. `points` (columns N, Ds,
     Dl, absolute) get prediction intervals. fit_kwargs go to fit_law (e.g. grid, n_starts).
+    The resamples are drawn up front from `seed` and refitted in `workers` processes
+    (default: $NBLIB_WORKERS or the CPU count); the result does not depend on `workers`.
     """
     law = get_law(law)
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
@@ -69,12 +84,19 @@ def bootstrap(table: pd.DataFrame, law: str | Law = "additive", n_boot: int = 20
     full = fit_law(table, law, **fit_kwargs)
     extra = list(fit_kwargs.pop("extra_starts", ())) + [full.theta]
     rng = np.random.default_rng(seed)
-    rows, preds = [], []
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(table), len(table))
-        f = fit_law(table.iloc[idx].reset_index(drop=True), law, extra_starts=extra, **fit_kwargs)
-        rows.append(f.params)
-        if points is not None:
-            preds.append(f.predict_table(points))
+    resamples = [rng.integers(0, len(table), len(table)) for _ in range(n_boot)]
+    workers = workers or max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))
+    workers = min(workers, n_boot // 4 or 1)  # a worker's start-up costs about one refit
+    if workers == 1:
+        results = _refits(table, law, resamples, extra, points, fit_kwargs)
+    else:
+        chunks = [resamples[i::workers] for i in range(workers)]
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+            parts = list(pool.map(_refits, *zip(*[(table, law, c, extra, points, fit_kwargs) for c in chunks])))
+        results = [None] * n_boot
+        for w, part in enumerate(parts):
+            results[w::workers] = part
+    rows = [r[0] for r in results]
+    preds = [r[1] for r in results] if points is not None else None
     return BootstrapResult(full, pd.DataFrame(rows, columns=list(law.param_names)), ci, points,
                            np.array(preds) if points is not None else None)

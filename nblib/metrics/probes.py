@@ -1,0 +1,63 @@
+"""Probes of whether a model uses distant context at all.
+
+- `position_loss`: mean next-token loss by position bucket on natural text. A model that
+  uses distant context keeps improving at late positions; LongPPL (seed 000 §3.1) exists to
+  measure exactly that ability on the tokens that need it.
+- `copy_gain`: the induction / in-context copying probe (Olsson et al., 2022): a random
+  segment of tokens repeated; the loss on the later copies against the first copy. The first
+  copy is unpredictable (about ln V nats); a model that looks back and copies predicts the
+  later ones. Used for chapter 3's copying figure and RULER-style retrieval later.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+@torch.no_grad()
+def token_nll(model, x: torch.Tensor) -> torch.Tensor:
+    """(B, T-1) next-token NLL of sequences x (B, T): entry t-1 is the loss of token t."""
+    logits, _ = model.eval()(x[:, :-1])
+    return F.cross_entropy(logits.float().transpose(1, 2), x[:, 1:], reduction="none")
+
+
+def position_loss(model, texts, tokenizer, length: int, edges=(0, 16, 32, 64, 128, 256)) -> list[float]:
+    """Mean NLL by position bucket [edges[i], edges[i+1]) over the first `length` tokens of
+    each text that has that many (bucket index = position of the predicted token minus one)."""
+    seqs = [np.asarray(tokenizer.encode(t))[:length] for t in texts]
+    seqs = [s for s in seqs if len(s) == length]
+    if not seqs:
+        raise ValueError(f"no text has {length} tokens; position_loss needs texts of at least that length")
+    nll = token_nll(model, torch.from_numpy(np.stack(seqs).astype(np.int64)))
+    edges = [e for e in edges if e < length] + [length - 1]
+    return [float(nll[:, a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def random_repeats(vocab_size: int, eos_id: int, seg_len: int, n_copies: int, n_seqs: int, seed: int = 0):
+    """(n_seqs, seg_len * n_copies) LongTensor: per row one uniform random segment (EOS
+    excluded) repeated n_copies times."""
+    if seg_len < 1 or n_copies < 2 or n_seqs < 1:
+        raise ValueError(f"seg_len={seg_len}, n_copies={n_copies}, n_seqs={n_seqs}; allowed: seg_len >= 1, "
+                         f"n_copies >= 2, n_seqs >= 1")
+    rng = np.random.default_rng([seed, seg_len, n_copies])
+    seg = rng.integers(0, vocab_size - 1, (n_seqs, seg_len))
+    seg = seg + (seg >= eos_id)
+    return torch.from_numpy(np.tile(seg, (1, n_copies)).astype(np.int64))
+
+
+def copy_gain(model, vocab_size: int, eos_id: int, seg_len: int, n_copies: int = 2, n_seqs: int = 32,
+              seed: int = 0) -> dict:
+    """Loss on the first copy of a random segment, on the last copy, and their difference
+    (the copy gain, nats/token; > 0 means the model copies from seg_len tokens back).
+
+    Both means skip the copy's first token (the first copy's has no prediction; the last
+    copy's follows a token never seen before, so not even an induction head predicts it):
+    they cover tokens 2..seg_len of each copy."""
+    x = random_repeats(vocab_size, eos_id, seg_len, n_copies, n_seqs, seed)
+    nll = token_nll(model, x)  # index t-1 predicts token t
+    first = nll[:, : seg_len - 1].mean()
+    last = nll[:, (n_copies - 1) * seg_len:].mean()
+    return {"seg_len": seg_len, "first": float(first), "last": float(last), "gain": float(first - last),
+            "curve": nll.mean(0).tolist()}
