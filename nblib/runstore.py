@@ -357,7 +357,7 @@ class RunStore:
         """get_or_run for many configs, in parallel worker processes, parents before children.
 
         Each worker trains with one thread (tiny models train faster as two single-thread
-        processes than as one two-thread process; reference-facts.md). Returns runs in the
+        processes than as one two-thread process, measured on a 2-core CPU). Returns runs in the
         order of `configs`.
         """
         from nblib.parallel import run_dag

@@ -53,7 +53,7 @@ def split_params(model: nn.Module) -> tuple[list, list, list]:
 
     Muon takes the 2-D weights of hidden Linear layers; embeddings and the output head
     (a Linear producing vocabulary logits) go to AdamW, as do 1-D norms and biases
-    (torch.optim.Muon rejects ndim != 2; reference-facts.md "Muon").
+    (torch.optim.Muon rejects parameters with ndim != 2).
     """
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     muon, seen = [], set()

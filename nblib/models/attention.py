@@ -27,8 +27,8 @@ class RMSNorm(nn.Module):
     """RMSNorm over the last dim, computed in fp32.
 
     unit_offset=False: y = x/rms(x) * w, w initialised at 1 (Llama).
-    unit_offset=True:  y = x/rms(x) * (1 + w), w initialised at 0 (Gemma 3; reference-facts
-    "Gemma 3 block").
+    unit_offset=True:  y = x/rms(x) * (1 + w), w initialised at 0 (Gemma 3 technical report;
+    the transformers `Gemma3RMSNorm`).
     """
 
     def __init__(self, dim, eps=1e-5, unit_offset=False):
@@ -59,7 +59,7 @@ def rope_inv_freq(head_dim, base):
 
 
 def yarn_inv_freq(head_dim, base, orig_len, scale, beta_fast=32, beta_slow=1):
-    """YaRN frequencies and attention factor (reference-facts "YaRN"; seed 001 "Extending
+    """YaRN frequencies and attention factor (Peng et al., 2023, "YaRN", Eqs. 17-21; seed 001 "Extending
     Model B's context ... with YaRN").
 
     corr(n) = d*ln(L/(2*pi*n)) / (2*ln b); low = max(floor(corr(beta_fast)), 0),

@@ -1,6 +1,6 @@
 """Gemma 3-style decoder: seed 001's Model B (113M).
 
-Notable features (reference-facts "Gemma 3 block"):
+Notable features (Gemma 3 technical report, 2025; transformers' gemma3 modelling code):
 - RoPE with separate local/global bases (seed 001 uses 1e4 for both), optional YaRN on
   every layer (seed 001 "Design choices the YaRN paper leaves open").
 - GQA: 12 query heads over 3 kv heads of size 64; QK-norm (RMSNorm over head_dim, before RoPE).
