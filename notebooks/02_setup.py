@@ -170,6 +170,13 @@ levers = [
     ("Scale range compressed from 26x to about 7x, two layers everywhere",
      "S1 of the old budget had 6.7K parameters and one head; the probes above learn to use context "
      "at 50-90K parameters", "adopted; the fits use the realized N (Table 1 below)"),
+    ("Learning rate (measured after the book's grid was run: the next lever)",
+     f"2,000 short + 400 LCCP steps, last-half loss after LCCP at LR 1e-2 / 2e-2 / 4e-2: S1 shape "
+     f"{_p('lr_S1shape_1e-2', 'LCCP loss, last half'):.2f} / {_p('lr_S1shape_2e-2', 'LCCP loss, last half'):.2f} / "
+     f"{_p('lr_S1shape_4e-2', 'LCCP loss, last half'):.2f}, S4 shape "
+     f"{_p('lr_S4shape_1e-2', 'LCCP loss, last half'):.2f} / {_p('lr_S4shape_2e-2', 'LCCP loss, last half'):.2f} / "
+     f"{_p('lr_S4shape_4e-2', 'LCCP loss, last half'):.2f}: 2e-2 is above the optimum of both, by more at the "
+     f"larger width", "kept at 2e-2 in this book (the grid was trained with it); a per-scale LR is the next step"),
     ("Token multiples at a tenth of the paper's (Ds 9N-45N, Dl 1N-5N)",
      "the grid then trains about 48M tokens, which fits the 40-minute budget of chapters 1-4",
      "adopted; one LCCP sequence per step (two at S5) keeps the step count up"),
