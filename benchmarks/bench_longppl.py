@@ -1,6 +1,6 @@
 """Benchmark: LongPPL annotation and evaluation (nblib.metrics) against the naive way.
 
-Naive = the reference implementation's way (PKU-ML/LongPPL; reference-facts "LongPPL"):
+Naive = the reference implementation's way (PKU-ML/LongPPL, `longppl` on PyPI):
 one sequence per forward pass, full-vocabulary logits for every position, then
 cross-entropy on the scored ones. Ours: several windows / documents per forward pass, the
 LM head only on scored positions, in 64 MB chunks.
@@ -49,7 +49,7 @@ from nblib.metrics import Annotation, annotate, chunk_windows, evaluate, hash_te
 from nblib.models import build_model  # noqa: E402
 
 METHODS = ("annotate-naive", "annotate-ours", "evaluate-naive", "evaluate-ours")
-LONG_RATE, SHORT_RATE = 0.0142, 0.2520  # seed 000 Table 2
+LONG_RATE, SHORT_RATE = 0.0142, 0.2520  # the LCCP paper Table 2
 
 
 def setup(a):

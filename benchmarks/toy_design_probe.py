@@ -22,6 +22,7 @@ from nblib.atomic import append_jsonl
 from nblib.data import build_test_set, get_corpus, get_tokenizer
 from nblib.grid import corpus_identity
 from nblib.metrics.probes import copy_gain, position_loss
+from nblib.runner import get_or_run
 from nblib.runstore import RunConfig, RunStore
 
 OUT = Path(__file__).resolve().parent / "results" / "toy_design_probe.jsonl"
@@ -67,7 +68,7 @@ def main(argv=None):
                       n_tokens=a.short_steps * a.batch_short * a.short_len, batch_size=a.batch_short, seed=0,
                       budget="toy", label=f"{a.name} short")
     t0 = time.time()
-    sr = store.get_or_run(short, progress=True)
+    sr = get_or_run(store, short, progress=True)
     t_short = time.time() - t0
     cl = a.copy if a.copy_long is None else a.copy_long
     long = RunConfig(model=model, data={**base, "stream": "long_mixture", "seq_len": a.long_len, "mixture": "natural",
@@ -77,7 +78,7 @@ def main(argv=None):
                      init={"run": short.hash, "step": short.total_steps, "mode": "weights", "rope_base": 5e5},
                      label=f"{a.name} long")
     t0 = time.time()
-    lr_ = store.get_or_run(long, progress=True)
+    lr_ = get_or_run(store, long, progress=True)
     t_long = time.time() - t0
     texts = build_test_set(get_corpus("python-stdlib"), tok, a.long_len, 130).texts
     L = a.long_len

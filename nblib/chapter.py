@@ -12,13 +12,17 @@ from __future__ import annotations
 import os
 import time
 
+import matplotlib.pyplot as plt
+from IPython.display import Image, Markdown, display
+
 from nblib.budgets import BudgetError, check_scale, get_budget
+from nblib.figures import save_figure, save_table
 from nblib.runstore import RunStore
 
 
 class Chapter:
     def __init__(self, name: str, budget: str = "toy", seed: int = 0, run_root: str | None = None,
-                 scale: str | None = None, allowed_scales=None, **params):
+                 scale: str | None = None, allowed_scales=None, n_boot: int | None = None, **params):
         self.name = name
         self.budget = get_budget(budget)  # raises BudgetError listing smoke, toy, full
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -28,6 +32,11 @@ class Chapter:
         if scale is not None and allowed_scales is not None and scale not in allowed_scales:
             raise BudgetError(f"scale={scale!r} is not allowed in chapter {name}; allowed values: "
                               f"{', '.join(allowed_scales)}")
+        if n_boot is not None and (not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot == 1
+                                   or n_boot < 0):
+            raise BudgetError(f"n_boot={n_boot!r} is not allowed; allowed values: 0 (the budget's default) or "
+                              f"integers >= 2")
+        self.n_boot = n_boot or self.budget.n_boot  # bootstrap refits behind intervals
         self.params = params
         # Executed notebooks keep every progress-bar refresh; refresh rarely (tqdm reads TQDM_*).
         os.environ.setdefault("TQDM_MININTERVAL", "20")
@@ -41,22 +50,20 @@ class Chapter:
     def save_figure(self, fig, name: str, runs=(), extra: dict | None = None, show: bool = True) -> None:
         """Save under figures/<chapter>/<name>.png (with provenance) and show that very file,
         so the page displays exactly the PNG the figures folder holds (path: self.figures[-1])."""
-        import matplotlib.pyplot as plt
-
-        from nblib.figures import save_figure
-
         path = save_figure(fig, self.name, name, self.budget.name, runs=runs, extra=extra)
         plt.close(fig)
         self.figures.append(path)
         if show:
-            from IPython.display import Image, display
-
             display(Image(filename=str(path)))
 
     def save_table(self, df, name: str, runs=(), extra: dict | None = None):
-        from nblib.figures import save_table
-
+        """Save a table as figures/<chapter>/<name>.csv with provenance."""
         return save_table(df, self.name, name, self.budget.name, runs=runs, extra=extra)
+
+    @staticmethod
+    def markdown(text: str) -> None:
+        """Show computed text (a chapter's conclusions, a table) as Markdown."""
+        display(Markdown(text))
 
     @property
     def elapsed(self) -> float:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from nblib.atomic import atomic_write_json
 
@@ -94,8 +95,6 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, tokens: int, model_st
     all its optimizers, from torch.distributed.checkpoint's get_optimizer_state_dict); the
     CPU RNG state is saved with them so a resumed run continues bit-identically.
     """
-    from safetensors.torch import save_file
-
     root = Path(run_dir) / CKPT_DIR
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dirname(step)
@@ -182,8 +181,6 @@ def quarantine(path: str | os.PathLike) -> Path:
 
 def load_weights(ckpt: CheckpointInfo | str | os.PathLike, verify: bool = True) -> dict:
     """Weights of a checkpoint folder (or a bare .safetensors file) as a dict of CPU tensors."""
-    from safetensors.torch import load_file
-
     path = ckpt.path if isinstance(ckpt, CheckpointInfo) else Path(ckpt)
     if path.is_file():
         try:
@@ -197,8 +194,6 @@ def load_weights(ckpt: CheckpointInfo | str | os.PathLike, verify: bool = True) 
 
 def load_training_state(ckpt: CheckpointInfo) -> tuple[dict, dict, dict]:
     """(weights, {name: optimizer state_dict}, state.json) of a checkpoint saved with optimizer."""
-    from safetensors.torch import load_file
-
     record = verify_checkpoint(ckpt.path, deep=True)
     state = json.loads((ckpt.path / "state.json").read_text())
     if not state.get("optimizers") or "optim.safetensors" not in record["files"]:

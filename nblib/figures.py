@@ -8,13 +8,17 @@ the book can redo.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import time
 from pathlib import Path
 
+import numpy as np
+from matplotlib.ticker import NullFormatter
+
 from nblib.atomic import atomic_path, atomic_write_json, atomic_write_text
-from nblib.runstore import REPO_ROOT, code_version
+from nblib.provenance import REPO_ROOT, code_version
 
 
 def figures_root(budget: str = "toy") -> Path:
@@ -39,8 +43,6 @@ def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: di
 
 def tidy(fig) -> None:
     """House style before saving: no labels on minor log ticks (they collide), tight layout."""
-    from matplotlib.ticker import NullFormatter
-
     for ax in fig.axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
             if scale == "log":
@@ -64,3 +66,42 @@ def save_table(df, chapter: str, name: str, budget: str, runs=(), extra: dict | 
     atomic_write_text(path, df.to_csv(index=False))
     _record(chapter, path.name, budget, runs, "table", extra)
     return path
+
+
+def parity(ax, measured, predicted, title: str = "", label: str | None = None, color="tab:red", size: float = 25,
+           diagonal=None, background=None) -> None:
+    """A parity plot on `ax`: predicted against measured log(LongPPL) with the y = x line
+    (Fig. 3, Fig. 5). background: optional (measured, predicted) of the fitted rows, drawn
+    grey under the held-out points; diagonal: (lo, hi) of the y = x line (default: the
+    range of every point drawn)."""
+    if background is not None:
+        ax.scatter(*background, s=10, c="0.6", label="fitted scales")
+    ax.scatter(measured, predicted, s=size, c=color, label=label)
+    if diagonal is None:
+        pts = np.concatenate([np.asarray(measured, float), np.asarray(predicted, float)])
+        diagonal = (pts.min(), pts.max())
+    ax.plot(diagonal, diagonal, "k--", lw=0.8)
+    ax.set(xlabel="measured log(LongPPL)", ylabel="predicted", title=title)
+    if label is not None or background is not None:
+        ax.legend(fontsize=8)
+
+
+def highlight_html(text: str, long_iv, short_iv, max_chars: int = 4000) -> str:
+    """HTML of a test document with long key tokens in red and short key tokens in blue."""
+    mark = np.zeros(len(text), np.int8)
+    for s, e in short_iv:
+        mark[s:e] = 1
+    for s, e in long_iv:
+        mark[s:e] = 2
+    out, i = [], 0
+    text, mark = text[:max_chars], mark[:max_chars]
+    style = {0: None, 1: "background:#dbe9ff", 2: "background:#ffc9c9;font-weight:bold"}
+    while i < len(text):
+        j = i
+        while j < len(text) and mark[j] == mark[i]:
+            j += 1
+        chunk = html.escape(text[i:j])
+        out.append(f'<span style="{style[mark[i]]}">{chunk}</span>' if style[mark[i]] else chunk)
+        i = j
+    return ('<pre style="white-space:pre-wrap;font-size:0.8em;max-height:28em;overflow:auto">' + "".join(out)
+            + "</pre>")

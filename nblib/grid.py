@@ -1,7 +1,8 @@
-"""The paper's run grid as run-store configs (seed 000 §3.1, §4.1-4.2, App. A.3).
+"""The paper's run grid as run-store configs (LCCP paper §3.1, §4.1-4.2, App. A.3).
 
-Every function here only *describes* runs (RunConfig); `RunStore.get_or_run_many` trains
-what the store does not have yet. Stages:
+Every function here only *describes* runs (RunConfig); `nblib.runner.get_or_run_many`
+trains what the store does not have yet. Every function takes a resolved `Budget`: the
+entry points (a chapter, the monitor CLI) resolve its name once with `get_budget`. Stages:
   short   4K-analogue pre-training, WSD (8:1 warmup+stable : decay), one shared stable run
           per scale with the five decays branched from it;
   long    32K-analogue LCCP from a short-stage endpoint, ABF RoPE base 1e4 -> 5e5,
@@ -13,15 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nblib.budgets import Budget, get_budget
+from nblib.budgets import Budget
+from nblib.data import get_corpus
 from nblib.runstore import RunConfig
 from nblib.schedules import wsd_stable_steps
 
 
 def corpus_identity(spec: str) -> str:
     """Content hash of a corpus: part of every run's identity, so results name their data."""
-    from nblib.data import get_corpus
-
     try:
         return get_corpus(spec).identity
     except (FileNotFoundError, ValueError) as e:
@@ -69,15 +69,26 @@ def wsd_config(budget: Budget, scale: str, ds_mult: float, seed: int = 0, init: 
         init=init, label=f"{scale} short Ds={ds_mult}N", meta={"scale": scale, "stage": "short", "ds_mult": ds_mult})
 
 
-def short_stage(budget: Budget | str, scale: str, seed: int = 0, ds_multiples=None) -> ShortStage:
+_SHORT_STAGES: dict = {}
+
+
+def short_stage(budget: Budget, scale: str, seed: int = 0, ds_multiples=None) -> ShortStage:
     """One warmup+constant trunk and a WSD decay branched from it for every Ds budget.
 
     Equivalent to separate WSD runs with the same seed (tests/test_train.py checks it): the
     batch and LR at a step depend only on the step, and the branch restores the trunk's
-    optimizer state at exactly that run's decay start.
+    optimizer state at exactly that run's decay start. Memoized per (budget, scale, seed,
+    Ds multiples): every LCCP config names its parent through it, so the grid builds each
+    short stage once. The returned configs are shared; do not modify them.
     """
-    budget = get_budget(budget) if isinstance(budget, str) else budget
     ds_multiples = tuple(ds_multiples or budget.ds_multiples)
+    key = (repr(budget), scale, seed, ds_multiples)
+    if key not in _SHORT_STAGES:
+        _SHORT_STAGES[key] = _build_short_stage(budget, scale, seed, ds_multiples)
+    return _SHORT_STAGES[key]
+
+
+def _build_short_stage(budget: Budget, scale: str, seed: int, ds_multiples: tuple) -> ShortStage:
     spec = budget.scale(scale)
     plain = {m: wsd_config(budget, scale, m, seed) for m in ds_multiples}
     stable = {m: wsd_stable_steps(c.total_steps, 1 / 9) for m, c in plain.items()}
@@ -108,9 +119,8 @@ def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, n_token
         label=label, meta={"scale": scale, **meta}, **kw)
 
 
-def lccp_linear_decay(budget: Budget | str, scale: str, ds_mult: float, dl_mult: float, seed: int = 0) -> RunConfig:
+def lccp_linear_decay(budget: Budget, scale: str, ds_mult: float, dl_mult: float, seed: int = 0) -> RunConfig:
     """Linear-Decay LCCP (§3.1): from lr_4K/10 down to a tenth of it over Dl, no warmup."""
-    budget = get_budget(budget) if isinstance(budget, str) else budget
     parent = short_stage(budget, scale).wsd[ds_mult]
     lr0 = budget.scale(scale).lr * 0.1
     return _lccp(budget, scale, parent, {"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.1},
@@ -118,7 +128,7 @@ def lccp_linear_decay(budget: Budget | str, scale: str, ds_mult: float, dl_mult:
                  {"stage": "lccp-ld", "ds_mult": ds_mult, "dl_mult": dl_mult})
 
 
-def lccp_constant(budget: Budget | str, scale: str, ds_mult: float, until_mult: float, seed: int = 0,
+def lccp_constant(budget: Budget, scale: str, ds_mult: float, until_mult: float, seed: int = 0,
                   ckpt_every: float | None = None) -> RunConfig:
     """Constant-LR LCCP trajectory (§4.1, Table 7) with a checkpoint every `ckpt_every` * N tokens.
 
@@ -128,7 +138,6 @@ def lccp_constant(budget: Budget | str, scale: str, ds_mult: float, until_mult: 
     last raw checkpoint. `seed` changes the LCCP data order only; every seed starts from the
     same 4K checkpoint.
     """
-    budget = get_budget(budget) if isinstance(budget, str) else budget
     parent = short_stage(budget, scale).wsd[ds_mult]
     spec = budget.scale(scale)
     lr0 = spec.lr * 0.1
@@ -151,9 +160,8 @@ def checkpoint_step(config: RunConfig, dl_mult: float) -> int:
     return int(round(j)) * k
 
 
-def reference_config(budget: Budget | str) -> RunConfig:
+def reference_config(budget: Budget) -> RunConfig:
     """The toy LongPPL reference model: a larger model trained at the long context."""
-    budget = get_budget(budget) if isinstance(budget, str) else budget
     ref = budget.reference
     if ref["kind"] != "nblib":
         raise ValueError(f"budget {budget.name} uses an external reference model ({ref}); nothing to train")
@@ -165,10 +173,9 @@ def reference_config(budget: Budget | str) -> RunConfig:
         meta={"stage": "reference"})
 
 
-def linear_decay_grid(budget: Budget | str, scales=("S1", "S2", "S3", "S4")) -> list[RunConfig]:
+def linear_decay_grid(budget: Budget, scales=("S1", "S2", "S3", "S4")) -> list[RunConfig]:
     """Every run behind the Linear-Decay table: short stages, then the Ds x Dl LCCP grid
     for S1-S4 and the nine diagonal/off-diagonal configurations for S5 (§3.1)."""
-    budget = get_budget(budget) if isinstance(budget, str) else budget
     out = []
     for scale in scales:
         out += short_stage(budget, scale).all()

@@ -1,4 +1,4 @@
-"""Checkpoint merging for Constant-Last4 (seed 000, Sec. 4.1 and App. B).
+"""Checkpoint merging for Constant-Last4 (LCCP paper, Sec. 4.1 and App. B).
 
 All methods read checkpoints ordered oldest (theta_1) to newest (theta_K):
 - weighted averages (Eq. 3) with weights from LastM (Eq. 4), 1-Sqrt (Eqs. 5-6) or EMA (Eq. 7);
@@ -9,8 +9,8 @@ Streaming: nothing here ever loads a whole checkpoint. Tensors are visited name 
 from every checkpoint with `safe_open(...).get_slice`. Live memory is the merged output (one
 model, in the checkpoints' dtype) plus a few fp32 block buffers, whatever the number of
 checkpoints. TIES also holds one fp32 copy of one whole task-vector tensor (its trimming is
-per tensor). Each function's docstring states its bound; an optional `MemoryTracker` counts
-every tensor this module materialises so tests can check the bound. With the default block
+per tensor). Each function's docstring states its bound; an optional `tracker` sees every
+tensor this module materialises, so tests can check the bound. With the default block
 size (`default_chunk_numel`: 1/64 of the model) the peak stays below two models' worth as
 long as no single row holds more than 1/64 of the model and, for TIES,
 4 * n_max + (8 + b) * c <= model bytes (n_max: largest tensor's elements, b: stored bytes
@@ -28,7 +28,6 @@ import math
 import os
 import re
 import sys
-import weakref
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -55,38 +54,11 @@ _DTYPES = {
 # Memory accounting
 
 
-class MemoryTracker:
-    """Counts live bytes of every tensor a merge materialises, and the peak.
-
-    `track(t)` adds `t.numel() * t.element_size()` until `t` is garbage collected (a weakref
-    finalizer subtracts it), so the count follows real object lifetimes. Counted: row blocks
-    read from files (safetensors returns views of a copy-on-write file map; their pages are
-    counted while the view lives), their fp32 copies, accumulators, RNG draws, masks and the
-    output tensors. Not counted: the OS page cache behind the file maps, and torch's own
-    scratch inside single kernels (this module writes arithmetic in-place or with named
-    outputs so that no hidden full-size temporaries arise).
-    """
-
-    def __init__(self):
-        self.live_bytes = 0
-        self.peak_bytes = 0
-        self._live: dict[int, int] = {}  # id(tensor) -> bytes
-
-    def track(self, t: torch.Tensor) -> torch.Tensor:
-        if id(t) in self._live:  # the same object again (e.g. `.to` returned self)
-            return t
-        nbytes = t.numel() * t.element_size()
-        self._live[id(t)] = nbytes
-        self.live_bytes += nbytes
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-        weakref.finalize(t, self._free, id(t))
-        return t
-
-    def _free(self, key: int) -> None:
-        self.live_bytes -= self._live.pop(key)
-
-
 class _NoTracker:
+    """The default `tracker`: counts nothing. A tracker is any object with `track(t) -> t`,
+    called on every tensor a merge materialises; tests/test_merge.py passes one that counts
+    live bytes to check each method's memory bound."""
+
     def track(self, t):
         return t
 
@@ -397,7 +369,7 @@ def _stream_merge(paths, header, tracker, newest: int,
 
 
 def weighted_average(paths, weights, *, chunk_numel: int | None = None,
-                     tracker: MemoryTracker | None = None) -> dict[str, torch.Tensor]:
+                     tracker=None) -> dict[str, torch.Tensor]:
     """Weighted parameter average (App. B, Eq. 3): theta = sum_i w_i theta_i, w_i >= 0, sum 1.
 
     Streams name by name and row block by row block (c <= max(chunk_numel, one row) elements;
@@ -434,7 +406,7 @@ def weighted_average(paths, weights, *, chunk_numel: int | None = None,
 
 
 def last_m_merge(paths, m: int = 4, *, spacing: int | None = None, iterations=None,
-                 chunk_numel: int | None = None, tracker: MemoryTracker | None = None) -> dict[str, torch.Tensor]:
+                 chunk_numel: int | None = None, tracker=None) -> dict[str, torch.Tensor]:
     """LastM (App. B, Eq. 4): equal weights 1/m on the newest m checkpoints (Last4: m=4).
 
     With `spacing` s (App. B.1), averages the checkpoints at iterations {T-(m-1)s, ..., T-s, T},
@@ -452,7 +424,7 @@ def last_m_merge(paths, m: int = 4, *, spacing: int | None = None, iterations=No
 
 
 def one_sqrt_merge(paths, iterations=None, *, chunk_numel: int | None = None,
-                   tracker: MemoryTracker | None = None) -> dict[str, torch.Tensor]:
+                   tracker=None) -> dict[str, torch.Tensor]:
     """1-Sqrt merge (App. B, Eqs. 5-6) on actual iterations (explicit or read from the files).
     Memory: as `weighted_average`."""
     paths = _check_paths(paths)
@@ -461,7 +433,7 @@ def one_sqrt_merge(paths, iterations=None, *, chunk_numel: int | None = None,
 
 
 def ema_merge(paths, iterations=None, beta: float = 0.9, delta: float | None = None, *,
-              chunk_numel: int | None = None, tracker: MemoryTracker | None = None) -> dict[str, torch.Tensor]:
+              chunk_numel: int | None = None, tracker=None) -> dict[str, torch.Tensor]:
     """Post-hoc EMA merge (App. B, Eq. 7), beta in (0, 1) (paper: 0.1, 0.5, 0.9), delta = one
     nominal checkpoint interval in iterations (default: median gap). Memory: as `weighted_average`."""
     paths = _check_paths(paths)
@@ -493,7 +465,7 @@ def dare_source_seeds(seed: int, n_sources: int) -> list[int]:
 
 
 def dare_merge(paths, rho: float, seed: int = 42, *, iterations=None, chunk_numel: int | None = None,
-               tracker: MemoryTracker | None = None) -> dict[str, torch.Tensor]:
+               tracker=None) -> dict[str, torch.Tensor]:
     """DARE-linear (App. B; Yu et al., 2024) against the oldest checkpoint theta_1:
 
         theta = theta_1 + 1/(K-1) * sum_{i=2..K} (m_i * delta_i) / rho,  delta_i = theta_i - theta_1,
@@ -543,7 +515,7 @@ def ties_keep_count(numel: int, rho: float) -> int:
 
 
 def ties_merge(paths, rho: float, *, iterations=None, chunk_numel: int | None = None,
-               tracker: MemoryTracker | None = None) -> dict[str, torch.Tensor]:
+               tracker=None) -> dict[str, torch.Tensor]:
     """TIES (App. B; Yadav et al., 2023) against the oldest checkpoint theta_1, over the K-1
     task vectors delta_i = theta_i - theta_1 (i = 2..K):
 

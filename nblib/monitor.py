@@ -9,7 +9,7 @@ of safetensors checkpoints named by step (`step_000123.safetensors` or
 LongPPL test set is used; it must exist in --run-root).
 
 At every `eval-every`-th checkpoint it evaluates Last4 (the checkpoint and the three
-before it; seed 000 §4.1) and caches the result, fits Eq. 2 (§4.3,
+before it; the LCCP paper §4.1) and caches the result, fits Eq. 2 (§4.3,
 log LongPPL = Bl Dl^-βl + C') with Huber loss and a bootstrap over the points, and
 prints the predicted LongPPL at the `--future` budgets with 95% intervals and the
 marginal gain (LongPPL drop) per extra billion tokens.
@@ -23,7 +23,19 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
+import matplotlib
+
+matplotlib.use("Agg")  # a CLI: draw to files, never to a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from nblib.atomic import atomic_path, atomic_write_json  # noqa: E402
+from nblib.budgets import get_budget  # noqa: E402
+from nblib.evaluation import Evaluator  # noqa: E402
+from nblib.merge import merge  # noqa: E402
+from nblib.models import build_model  # noqa: E402
+from nblib.runstore import RunConfig, RunStore  # noqa: E402
+from nblib.scaling import fit_fixed_model_law  # noqa: E402
 
 MIN_POINTS = 4  # Eq. 2 has 3 parameters
 
@@ -47,10 +59,6 @@ def _folder_checkpoints(folder: Path) -> dict[int, Path]:
 
 def collect(run_dir: Path, args):
     """(steps->weights, tokens_per_step, build_model(state)->model, evaluator, cache path)."""
-    from nblib import lccp
-    from nblib.budgets import get_budget
-    from nblib.runstore import RunConfig, RunStore
-
     if (run_dir / "config.json").exists():
         cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
         store = RunStore(run_dir.parent)
@@ -59,14 +67,12 @@ def collect(run_dir: Path, args):
             print(f"warning: run {run.hash} uses a {cfg.schedule['kind']!r} schedule; Last4 monitoring is meant "
                   f"for constant-LR trajectories", file=sys.stderr)
         steps = {c.step: c.weights for c in run.checkpoints()}
-        ev = lccp.Evaluator.build(get_budget(cfg.budget), store)
+        ev = Evaluator.build(get_budget(cfg.budget), store)
         return steps, cfg.tokens_per_step, lambda state: run.load_model(state_dict=state), ev, run.path / "evals"
     missing = [o for o in ("model_config", "tokenizer", "tokens_per_step", "budget") if getattr(args, o) is None]
     if missing:
         raise MonitorError(f"{run_dir} is not a run-store run (no config.json); a plain checkpoint folder needs "
                            + ", ".join("--" + m.replace("_", "-") for m in missing))
-    from nblib.models import build_model
-
     mc = json.loads(Path(args.model_config).read_text())
     family = mc.pop("family")
 
@@ -75,15 +81,12 @@ def collect(run_dir: Path, args):
         model.load_state_dict(state)
         return model.eval()
 
-    ev = lccp.Evaluator.build(get_budget(args.budget), RunStore(args.run_root))
+    ev = Evaluator.build(get_budget(args.budget), RunStore(args.run_root))
     return _folder_checkpoints(run_dir), int(args.tokens_per_step), build, ev, run_dir / ".monitor"
 
 
 def evaluate_points(steps: dict, tps: int, build, ev, cache: Path, eval_every: int, m: int = 4) -> list[dict]:
     """Last4 LongPPL/ShortPPL at every eval_every-th checkpoint that has m-1 predecessors."""
-    from nblib.atomic import atomic_write_json
-    from nblib.merge import merge
-
     order = sorted(steps)
     points = []
     for i in range(m - 1, len(order)):
@@ -105,8 +108,6 @@ def evaluate_points(steps: dict, tps: int, build, ev, cache: Path, eval_every: i
 def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: int = 0) -> dict:
     """Fit Eq. 2 to the points; predictions at `future` token budgets with bootstrap intervals
     and the marginal LongPPL drop per extra billion tokens."""
-    from nblib.scaling import fit_fixed_model_law
-
     if len(points) < MIN_POINTS:
         raise MonitorError(f"only {len(points)} Last4 evaluation point(s); Eq. 2 has 3 parameters, so at least "
                            f"{MIN_POINTS} are needed: train further or lower --eval-every")
@@ -183,13 +184,6 @@ def main(argv=None) -> int:
 
 
 def _plot(points, fc, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from nblib.atomic import atomic_path
-
     dl = np.array([p["Dl"] for p in points])
     pr = fc["predictions"]
     fig, ax = plt.subplots(figsize=(6, 4))

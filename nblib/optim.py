@@ -40,7 +40,7 @@ class Muon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
-        from torch.distributed.tensor import DTensor, distribute_tensor
+        from torch.distributed.tensor import DTensor, distribute_tensor  # FSDP2 only: not loaded otherwise
 
         loss = None
         if closure is not None:

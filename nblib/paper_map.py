@@ -10,12 +10,14 @@ placeholder), "not reproduced" (with the reason).
 
 from __future__ import annotations
 
-W1 = "Don't Stop LCCP Too Early (seed 000)"
-W2 = "GPT-2 to Gemma 3, Part 2 (seed 001)"
+import pandas as pd
+
+W1 = "LCCP paper (Don't Stop LCCP Too Early)"
+W2 = "Gemma blog (GPT-2 to Gemma 3, Part 2)"
 
 # (work, item, what, function(s), chapter, status)
 PAPER_MAP = [
-    # --- seed 000: equations --------------------------------------------------------------
+    # --- the LCCP paper: equations --------------------------------------------------------------
     (W1, "Eq. 1", "additive two-stage law log(LongPPL) = A/N^α + Bs/Ds^βs + Bl/Dl^βl + C",
      "nblib.scaling.fit_additive_law", "03_scaling_law", "done"),
     (W1, "Eq. 2", "fixed-model law log(LongPPL) = Bl/Dl^βl + C'", "nblib.scaling.fit_fixed_model_law",
@@ -36,23 +38,23 @@ PAPER_MAP = [
      "04_constant_last4", "done"),
     (W1, "App. D.1 e_M, R(Dl)", "log-scale elasticity and its ratio", "nblib.scaling.elasticity_ratio",
      "04_constant_last4", "done"),
-    # --- seed 000: figures ----------------------------------------------------------------
+    # --- the LCCP paper: figures ----------------------------------------------------------------
     (W1, "Fig. 1", "overview schematic", "-", "01_introduction", "not reproduced: a diagram, summarised in text"),
-    (W1, "Fig. 2", "log(LongPPL) against Ds and Dl", "nblib.lccp.linear_decay_table", "03_scaling_law", "done"),
-    (W1, "Fig. 3", "held-out parity plots S1-S3→S4, S1-S4→S5", "nblib.scaling.holdout_eval", "03_scaling_law", "done"),
-    (W1, "Fig. 4a", "observation rules on one S4 trajectory", "nblib.lccp.Evaluator.merged", "04_constant_last4", "done"),
-    (W1, "Fig. 4b", "Raw, Last4, Linear-Decay across S4, with CCC", "nblib.lccp.constant_table", "04_constant_last4",
+    (W1, "Fig. 2", "log(LongPPL) against Ds and Dl", "nblib.experiments.linear_decay_table", "03_scaling_law", "done"),
+    (W1, "Fig. 3", "held-out parity plots S1-S3→S4, S1-S4→S5", "nblib.scaling.holdout_evals", "03_scaling_law", "done"),
+    (W1, "Fig. 4a", "observation rules on one S4 trajectory", "nblib.experiments.observation_rules", "04_constant_last4", "done"),
+    (W1, "Fig. 4b", "Raw, Last4, Linear-Decay across S4, with CCC", "nblib.experiments.protocol_agreement", "04_constant_last4",
      "done"),
     (W1, "Fig. 5", "Eq. 1 on Constant-Last4: S4 and the S5 trajectory", "nblib.scaling.holdout_eval",
      "04_constant_last4", "done"),
-    (W1, "Fig. 6", "Eq. 2 prefix fits (20N, 40N, 60N)", "nblib.scaling.fit_fixed_model_law", "04_constant_last4",
+    (W1, "Fig. 6", "Eq. 2 prefix fits (20N, 40N, 60N)", "nblib.scaling.prefix_forecast", "04_constant_last4",
      "done"),
     (W1, "Fig. 7", "RULER-32K along the S5 trajectory", "-", "05_downstream", "planned"),
     (W1, "Fig. 8", "RULER-128K after extension; SFT and agentic scores", "-", "05_downstream", "planned"),
     (W1, "Fig. 9", "zero contours of the S1-S4 fits", "nblib.scaling.zero_contour_ds_dl", "03_scaling_law", "done"),
     (W1, "Fig. 10", "checkpoint-weight profiles", "nblib.merge.last_m_weights; nblib.merge.ema_weights",
      "04_constant_last4", "done"),
-    (W1, "Fig. 11", "Last4 spacing ablation", "nblib.lccp.last4_steps", "04_constant_last4", "done"),
+    (W1, "Fig. 11", "Last4 spacing ablation", "nblib.experiments.spacing_ablation", "04_constant_last4", "done"),
     (W1, "Fig. 12", "RULER-32K per subtask", "-", "05_downstream", "planned"),
     (W1, "Fig. 13", "RULER-128K per subtask", "-", "05_downstream", "planned"),
     (W1, "Fig. 14", "per-task scores after 2.10B-token SFT", "-", "05_downstream", "planned"),
@@ -61,52 +63,52 @@ PAPER_MAP = [
      "not reproduced: needs live web agents and an LLM judge"),
     (W1, "Fig. 17", "elasticity ratio R(Dl)", "nblib.scaling.elasticity_ratio", "04_constant_last4", "done"),
     (W1, "Fig. 18", "retrieval-head metrics", "-", "05_downstream", "planned"),
-    # --- seed 000: tables -----------------------------------------------------------------
-    (W1, "Table 1", "model configurations S1-S5", "nblib.budgets.get_budget", "02_setup", "done"),
+    # --- the LCCP paper: tables -----------------------------------------------------------------
+    (W1, "Table 1", "model configurations S1-S5", "nblib.experiments.model_table", "02_setup", "done"),
     (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),
-    (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.scaling.holdout_eval", "03_scaling_law", "done"),
-    (W1, "Table 4", "formula ablation on Constant-Last4 data", "nblib.scaling.holdout_eval", "04_constant_last4",
+    (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.scaling.variant_ablation", "03_scaling_law", "done"),
+    (W1, "Table 4", "formula ablation on Constant-Last4 data", "nblib.scaling.variant_ablation", "04_constant_last4",
      "done"),
     (W1, "Table 5", "short-context (WSD) configurations, realized Ds", "nblib.grid.short_stage", "02_setup", "done"),
     (W1, "Table 6", "Linear-Decay LCCP configurations, realized Dl", "nblib.grid.lccp_linear_decay", "02_setup",
      "done"),
     (W1, "Table 7", "Constant LCCP configurations", "nblib.grid.lccp_constant", "02_setup", "done"),
     (W1, "Table 8", "128K extension and SFT configurations", "-", "05_downstream", "planned"),
-    (W1, "Table 9", "length-bucket mixture", "nblib.data.LengthMixture", "02_setup", "done"),
+    (W1, "Table 9", "length-bucket mixture", "nblib.experiments.mixture_table", "02_setup", "done"),
     (W1, "Table 10", "SFT mixture", "-", "05_downstream", "planned"),
-    (W1, "Table 11", "fitted parameters (LD and CL4)", "nblib.scaling.FitResult.absolute_params", "03_scaling_law",
+    (W1, "Table 11", "fitted parameters (LD and CL4)", "nblib.scaling.parameter_table", "03_scaling_law",
      "done"),
-    (W1, "Table 12", "Last4 spacing means", "nblib.lccp.last4_steps", "04_constant_last4", "done"),
+    (W1, "Table 12", "Last4 spacing means", "nblib.experiments.spacing_ablation", "04_constant_last4", "done"),
     (W1, "Table 13", "agentic context lengths", "-", "05_downstream", "not reproduced: needs live agent runs"),
     (W1, "Table 14", "Last4 - Raw across training stages", "-", "05_downstream", "planned"),
-    # --- seed 001 --------------------------------------------------------------------------
+    # --- the Gemma blog --------------------------------------------------------------------------
     (W2, "Models A and B", "GPT-2 124M (124,439,808 params) and Gemma 3-style 113M",
      "nblib.models.gpt2.GPT2Config.gpt2_124m; nblib.models.gemma3.Gemma3Config.gemma3_113m", "06_models_ab", "library"),
-    (W2, "KV cache bytes", "2·n_kv·h·b·Σ T_l: 75.5 MB vs 11.8 MB", "nblib.models.attention.DecoderLM.kv_cache_bytes",
+    (W2, "KV cache bytes", "2·n_kv·h·b·Σ T_l: 75.5 MB vs 11.8 MB", "nblib.models.base.DecoderLM.kv_cache_bytes",
      "07_kv_cache", "library"),
     (W2, "KV decode path", "prefill then step; windowed layers keep W-1 past positions",
-     "nblib.models.attention.DecoderLM.generate", "07_kv_cache", "library"),
+     "nblib.models.engine.generate", "07_kv_cache", "library"),
     (W2, "Decode/prefill benchmark table", "tokens/s with and without the cache, batch 1 and 8", "-", "07_kv_cache",
      "planned"),
     (W2, "Decode step time plot", "step time against bytes read per step", "-", "07_kv_cache", "planned"),
     (W2, "7B-class cache table", "cache per sequence at 8k/32k/128k", "-", "07_kv_cache", "planned"),
-    (W2, "FLOPs at long contexts", "forward FLOPs per token, 1k and 128k", "nblib.models.attention.DecoderLM.flops_per_token",
+    (W2, "FLOPs at long contexts", "forward FLOPs per token, 1k and 128k", "nblib.models.base.DecoderLM.flops_per_token",
      "06_models_ab", "library"),
-    (W2, "k̄_W", "average keys per query of a windowed layer", "nblib.models.attention.mean_keys", "06_models_ab",
+    (W2, "k̄_W", "average keys per query of a windowed layer", "nblib.models.layers.mean_keys", "06_models_ab",
      "library"),
-    (W2, "RoPE clocks", "wavelengths; bands that turn within the context", "nblib.models.attention.rope_inv_freq",
+    (W2, "RoPE clocks", "wavelengths; bands that turn within the context", "nblib.models.layers.rope_inv_freq",
      "08_position", "planned"),
     (W2, "score(Δ) decomposition", "attention score as a sum of 32 waves", "-", "08_position", "planned"),
     (W2, "Band heatmap", "slow-band weight per head", "-", "08_position", "planned"),
     (W2, "Learned position table", "cosine similarity, R² against distance, PCs", "-", "08_position", "planned"),
-    (W2, "YaRN", "inv_freq ramp and mscale = 0.1 ln s + 1", "nblib.models.attention.yarn_inv_freq", "09_yarn",
+    (W2, "YaRN", "inv_freq ramp and mscale = 0.1 ln s + 1", "nblib.models.layers.yarn_inv_freq", "09_yarn",
      "library"),
     (W2, "YaRN perplexity", "zero-shot and fine-tuned, by position", "-", "09_yarn", "planned"),
     (W2, "Attention maps", "copy stripes per layer", "-", "10_attention", "planned"),
     (W2, "Attention distance and sinks", "per head", "-", "10_attention", "planned"),
     (W2, "Induction heads", "scores at 256 and 768 tokens back; copy loss", "-", "10_attention", "planned"),
     (W2, "Copy loss (toy check)", "random-segment copy gain and loss by position of the chapter 3 models",
-     "nblib.metrics.probes.copy_gain; nblib.metrics.probes.position_loss", "03_scaling_law", "done"),
+     "nblib.metrics.probes.copy_gain_table; nblib.metrics.probes.context_use_table", "03_scaling_law", "done"),
     (W2, "KL disagreement", "token-level KL(A||B) and its tail", "-", "10_attention", "planned"),
 ]
 
@@ -115,6 +117,4 @@ COLUMNS = ("work", "item", "what", "function", "chapter", "status")
 
 def paper_map():
     """The paper map as a pandas DataFrame."""
-    import pandas as pd
-
     return pd.DataFrame(PAPER_MAP, columns=COLUMNS)

@@ -4,7 +4,7 @@ These are known answers, never used as results: every chapter computes its own n
 from runs and prints the paper's next to them.
 """
 
-# Seed 000, App. A.2 Table 3 (Linear-Decay) and Table 4 (Constant-Last4):
+# LCCP paper, App. A.2 Table 3 (Linear-Decay) and Table 4 (Constant-Last4):
 # variant -> (S4 R², S4 MAPE %, S5 R², S5 MAPE %), in log(LongPPL) space.
 TABLE3_LD = {
     "no_offset": (0.7995, 3.62, -0.1031, 9.05),

@@ -9,28 +9,32 @@ A run folder `<run_root>/<hash>/` holds
   evals/*.json    cached evaluations of this run's checkpoints (LongPPL, merges...)
   LOCK            flock'd while a process writes the run
 
-`get_or_run(config)` returns the finished run, or starts it, or resumes it from its last
-valid checkpoint. A constant-LR run is extensible: its length is not part of its identity,
-so asking for more tokens resumes the same trajectory and trains only the new tokens.
+The store only stores: it names runs, reads and writes their folders, and locks them.
+Training them is `nblib.runner.get_or_run(store, config)`, which returns the finished run,
+or starts it, or resumes it from its last valid checkpoint. A constant-LR run is extensible:
+its length is not part of its identity, so asking for more tokens resumes the same
+trajectory and trains only the new tokens.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
 import hashlib
 import json
 import os
-import subprocess
-import time
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nblib.atomic import atomic_write_json
-from nblib.checkpoint import CheckpointInfo, list_checkpoints, load_weights
+import filelock
+import pandas as pd
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from nblib.atomic import atomic_write_json, atomic_write_text
+from nblib.checkpoint import CheckpointInfo, list_checkpoints, load_weights
+from nblib.models import build_model
+from nblib.provenance import REPO_ROOT
+from nblib.schedules import Schedule
+
 DEFAULT_RUN_ROOT = REPO_ROOT / "runs"
 STREAM_KINDS = ("packed", "long_mixture")
 INIT_MODES = ("weights", "continue")
@@ -113,9 +117,7 @@ class RunConfig:
     def extensible(self) -> bool:
         return self.schedule["kind"] == "constant"
 
-    def make_schedule(self):
-        from nblib.schedules import Schedule
-
+    def make_schedule(self) -> Schedule:
         total = None if self.extensible else self.total_steps
         return Schedule(total_steps=total, **self.schedule)
 
@@ -156,56 +158,57 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {o!r}")
 
 
-def code_version() -> dict:
-    """git revision of the repository (and whether the tree had uncommitted changes)."""
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
-    except (OSError, subprocess.SubprocessError):
-        rev, dirty = "", False
-    from nblib import __version__
-
-    return {"git": rev or "unknown", "dirty": dirty, "nblib": __version__}
-
-
 class RunLock:
-    """An exclusive flock on `<run>/LOCK`, so two processes never write one run."""
+    """An exclusive lock on `<run>/LOCK`, so two processes never write one run.
+
+    The lock is `filelock`'s flock on the file, opened with O_NOFOLLOW: a symlink planted
+    at LOCK is refused, never followed. The holder's pid goes to `<run>/LOCK.owner`
+    (written atomically, by rename), so a refused writer can say who holds the run.
+    """
 
     def __init__(self, path: Path):
-        self.path = path
-        self._fd = None
+        self.path = Path(path)
+        self._lock = filelock.FileLock(str(self.path), mode=0o644, thread_local=False)
+
+    @property
+    def owner_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".owner")
+
+    def holder(self) -> str:
+        try:
+            return self.owner_path.read_text().strip() or "?"
+        except OSError:
+            return "?"
 
     def acquire(self, blocking: bool = False, timeout: float | None = None, poll: float = 0.5) -> None:
+        """Take the lock. Not blocking: raise RunLockedError at once if another process holds
+        it. Blocking: wait (saying so once on stderr) up to `timeout` seconds, or forever."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        start = time.monotonic()
-        while True:
+        if self.path.is_symlink():
+            raise RunLockedError(f"{self.path} is a symbolic link; a run's LOCK must be a plain file "
+                                 f"(remove the link)")
+        try:
+            self._lock.acquire(timeout=0, poll_interval=poll)
+        except filelock.Timeout:
+            if not blocking:
+                raise self._locked_error() from None
+            print(f"[nblib] run {self.path.parent.name} is being written by pid {self.holder()}; waiting for it "
+                  f"to finish" + (f" (up to {timeout:g} s)" if timeout is not None else ""), file=sys.stderr,
+                  flush=True)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise
-                if not blocking or (timeout is not None and time.monotonic() - start > timeout):
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-                    os.close(fd)
-                    raise RunLockedError(
-                        f"run {self.path.parent.name} is being written by another process "
-                        f"(pid {holder or '?'}); wait for it or stop it") from None
-                time.sleep(poll)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._fd = fd
+                self._lock.acquire(timeout=-1 if timeout is None else timeout, poll_interval=poll)
+            except filelock.Timeout:
+                raise self._locked_error() from None
+        atomic_write_text(self.owner_path, f"{os.getpid()}\n")
+
+    def _locked_error(self) -> "RunLockedError":
+        return RunLockedError(f"run {self.path.parent.name} is being written by another process "
+                              f"(pid {self.holder()}); wait for it or stop it")
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._lock.is_locked:
+            self.owner_path.unlink(missing_ok=True)
+            self._lock.release()
 
     def __enter__(self):
         self.acquire()
@@ -264,8 +267,6 @@ class Run:
 
     def load_model(self, step: int | str = "final", state_dict: dict | None = None):
         """An nn.Module of this run's architecture with the weights of `step` (eval mode)."""
-        from nblib.models import build_model
-
         cfg = dict(self.config.model)
         family = cfg.pop("family")
         model = build_model(family, cfg)
@@ -276,8 +277,6 @@ class Run:
 
     def metrics(self):
         """The metrics log as a pandas DataFrame (the last record wins for a repeated step)."""
-        import pandas as pd
-
         p = self.path / "metrics.jsonl"
         if not p.exists():
             return pd.DataFrame()
@@ -313,53 +312,27 @@ class RunStore:
             raise KeyError(f"no run {run_hash} in {self.root}")
         return Run(self.root, RunConfig.from_dict(json.loads(p.read_text())))
 
-    def get_or_run(self, config: RunConfig, progress: bool = True, wait: bool = True,
-                   timeout: float | None = None) -> Run:
-        """Return the finished run; or start it; or resume it from its last valid checkpoint.
+    def lock(self, run: Run) -> RunLock:
+        """The write lock of `run` (take it before writing the run's folder)."""
+        return RunLock(run.path / "LOCK")
 
-        When another process holds the run's lock: wait for it (wait=True) or raise
-        RunLockedError. A parent run named in config.init must already be complete.
-        """
-        run = self.run(config)
-        if run.is_complete():
-            return run
-        if config.init is not None:
-            parent = self.by_hash(config.init["run"])
-            if not parent.is_complete() and parent.manifest is None:
-                raise RuntimeError(f"run {run.hash} starts from run {parent.hash}, which has not been trained; "
-                                   f"train it first (get_or_run_many orders dependencies)")
-        lock = RunLock(run.path / "LOCK")
-        lock.acquire(blocking=wait, timeout=timeout)
-        try:
-            if run.is_complete():  # finished by the process we waited for
-                return run
-            self._write_config(run)
-            from nblib.train import train
+    def check_parent(self, config: RunConfig) -> None:
+        """Raise if config.init names a parent run that has not been trained."""
+        if config.init is None:
+            return
+        parent = self.by_hash(config.init["run"])
+        if not parent.is_complete() and parent.manifest is None:
+            raise RuntimeError(f"run {config.hash} starts from run {parent.hash}, which has not been trained; "
+                               f"train it first (nblib.runner.get_or_run_many orders dependencies)")
 
-            train(run, progress=progress)
-        finally:
-            lock.release()
-        return run
-
-    def _write_config(self, run: Run) -> None:
+    def write_config(self, run: Run) -> None:
+        """Write run/config.json, keeping the longest target an extensible run has had and
+        every extra checkpoint step ever asked for (non-identity fields may change)."""
         p = run.path / "config.json"
         cfg = run.config.to_dict()
         if p.exists():
             old = json.loads(p.read_text())
-            # Keep the longest target for an extensible run; non-identity fields may change.
             if run.config.extensible and old.get("n_tokens", 0) > cfg["n_tokens"]:
                 cfg["n_tokens"] = old["n_tokens"]
             cfg["ckpt_steps"] = sorted(set(cfg["ckpt_steps"]) | set(old.get("ckpt_steps", [])))
         atomic_write_json(p, cfg)
-
-    def get_or_run_many(self, configs: list[RunConfig], workers: int | None = None, progress: bool = True,
-                        desc: str = "runs") -> list[Run]:
-        """get_or_run for many configs, in parallel worker processes, parents before children.
-
-        Each worker trains with one thread (tiny models train faster as two single-thread
-        processes than as one two-thread process, measured on a 2-core CPU). Returns runs in the
-        order of `configs`.
-        """
-        from nblib.parallel import run_dag
-
-        return run_dag(self, configs, workers=workers, progress=progress, desc=desc)

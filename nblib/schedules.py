@@ -1,4 +1,4 @@
-"""Learning-rate schedules of the paper (seed 000 §3.1, App. A.3), as pure functions of the step.
+"""Learning-rate schedules of the paper (LCCP paper §3.1, App. A.3), as pure functions of the step.
 
 A schedule maps a global optimizer step (0-based: the LR used for update number
 `step`) to a learning rate. Being a pure function of the step is what makes

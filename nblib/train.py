@@ -1,6 +1,6 @@
 """The trainer: one loop for every budget, single process or under torchrun (DDP / FSDP2).
 
-Seed 000, App. A.3: Muon for 2-D hidden matrices and AdamW for the rest, weight decay 0.1,
+LCCP paper, App. A.3: Muon for 2-D hidden matrices and AdamW for the rest, weight decay 0.1,
 gradient clipping at 1.0, bf16 autocast on GPU; WSD / Linear-Decay / Constant schedules
 (nblib.schedules). Checkpoints every k*N tokens as safetensors (nblib.checkpoint).
 
@@ -9,7 +9,9 @@ of s, and a checkpoint holds weights, optimizer and RNG state; so a run killed a
 moment and restarted from its last checkpoint ends bit-identical to an uninterrupted run
 (on CPU, same thread count).
 
-CLI: `python -m nblib.train CONFIG.json [--run-root DIR]` runs or resumes a run-store run.
+CLI: `python -m nblib.train CONFIG.json [--run-root DIR]` runs or resumes a run-store run,
+alone or under `torchrun`; it holds the run's lock (on rank 0) while it trains. From Python,
+`nblib.runner.get_or_run` does the same.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -28,10 +31,16 @@ import torch
 import torch.nn as nn
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
                                                      get_optimizer_state_dict, set_optimizer_state_dict)
+from tqdm import tqdm
 
 from nblib.atomic import append_jsonl, atomic_write_json
 from nblib.checkpoint import (CheckpointInfo, CorruptCheckpointError, drop_optimizer_state, list_checkpoints,
-                              load_training_state, load_weights, quarantine, save_checkpoint)
+                              load_training_state, load_weights, quarantine, save_checkpoint, verify_checkpoint)
+from nblib.data import make_stream
+from nblib.models import build_model
+from nblib.optim import Muon
+from nblib.provenance import code_version
+from nblib.runstore import RunConfig, RunStore
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -42,8 +51,7 @@ class NonFiniteLossError(FloatingPointError):
 # model, optimizer, data
 # ---------------------------------------------------------------------------------------
 def build_model_from_config(model_cfg: dict) -> nn.Module:
-    from nblib.models import build_model
-
+    """The untrained model of a run config's `model` dict ({"family": ..., **fields})."""
     cfg = dict(model_cfg)
     return build_model(cfg.pop("family"), cfg)
 
@@ -83,8 +91,6 @@ def make_optimizers(model: nn.Module, opt_cfg: dict, lr: float) -> dict:
     wd = float(opt_cfg.get("weight_decay", 0.1))
     opts = {}
     if muon_p:
-        from nblib.optim import Muon
-
         opts["muon"] = Muon(muon_p, lr=lr, weight_decay=wd, adjust_lr_fn=opt_cfg.get("muon_adjust_lr", "match_rms_adamw"))
     groups = [g for g in ({"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0})
               if g["params"]]
@@ -98,8 +104,6 @@ _STREAM_CACHE: dict = {}
 
 def stream_for(data_cfg: dict, seed: int):
     """The deterministic batch stream of a run's data config (cached per process)."""
-    from nblib.data import make_stream
-
     key = json.dumps(data_cfg, sort_keys=True) + f"|{seed}"
     if key not in _STREAM_CACHE:
         _STREAM_CACHE[key] = make_stream(data_cfg, seed)
@@ -131,7 +135,7 @@ def wrap_distributed(model: nn.Module, strategy: str) -> nn.Module:
     rank, world = dist_info()
     if world == 1:
         return model
-    if strategy == "ddp":
+    if strategy == "ddp":  # distributed wrappers: imported only under torchrun
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         dev = [torch.cuda.current_device()] if torch.cuda.is_available() else None
@@ -180,10 +184,6 @@ def _ckpt_steps(config) -> set[int]:
 def _latest_resumable(run, log) -> CheckpointInfo | None:
     """Newest checkpoint with optimizer state that verifies. Corrupt ones are reported (log
     and warning), skipped, and quarantined when their hash fails; never taken as the latest."""
-    import warnings
-
-    from nblib.checkpoint import verify_checkpoint
-
     def report(msg):
         log.warning(msg)
         warnings.warn(msg, stacklevel=3)
@@ -201,11 +201,9 @@ def _latest_resumable(run, log) -> CheckpointInfo | None:
 
 
 def train(run, progress: bool = True, strategy: str = "ddp", device: str | None = None) -> None:
-    """Train (or resume, or extend) `run` up to its config's step target. See module doc."""
-    from tqdm import tqdm
+    """Train (or resume, or extend) `run` up to its config's step target. See module doc.
 
-    from nblib.runstore import code_version
-
+    The caller holds the run's lock (nblib.runner.get_or_run, or this module's CLI)."""
     cfg = run.config
     log = _logger(run)
     rank, world = dist_info()
@@ -231,7 +229,7 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
     elif cfg.init is not None:
         start_step, ostate, rng = _apply_init(run, model, log)
     if start_step >= cfg.total_steps:
-        _finish(run, model, start_step, 0.0, log, code_version, skip_save=True)
+        _finish(run, model, start_step, 0.0, log, skip_save=True)
         return
 
     model.to(device)
@@ -294,7 +292,7 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
         if done in ckpt_at:
             _save(run, model, opts, done, cfg, log)
     bar.close()
-    _finish(run, model, cfg.total_steps, time.time() - t0, log, code_version)
+    _finish(run, model, cfg.total_steps, time.time() - t0, log)
 
 
 def _apply_init_rope(model, cfg) -> None:
@@ -308,8 +306,6 @@ def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]
 
     Returns (start step, optimizer state or None, RNG state or None).
     """
-    from nblib.runstore import RunStore
-
     cfg = run.config
     parent = RunStore(run.path.parent).by_hash(cfg.init["run"])
     ck = parent.checkpoint(int(cfg.init["step"]))
@@ -344,7 +340,7 @@ def _save(run, model, opts, step, cfg, log) -> None:
                 drop_optimizer_state(ck)
 
 
-def _finish(run, model, steps, wall, log, code_version, skip_save=False) -> None:
+def _finish(run, model, steps, wall, log, skip_save=False) -> None:
     rank, _ = dist_info()
     if rank != 0:
         return
@@ -365,8 +361,6 @@ def _finish(run, model, steps, wall, log, code_version, skip_save=False) -> None
 
 def main(argv=None) -> int:
     """CLI: run or resume the run described by CONFIG.json in the run store."""
-    from nblib.runstore import RunConfig, RunStore
-
     ap = argparse.ArgumentParser(prog="python -m nblib.train", description=__doc__.splitlines()[0])
     ap.add_argument("config", help="RunConfig as JSON (e.g. a run folder's config.json)")
     ap.add_argument("--run-root", default=None, help="run store folder (default: $NBLIB_RUN_ROOT or ./runs)")
@@ -381,17 +375,24 @@ def main(argv=None) -> int:
     init_distributed()
     store = RunStore(args.run_root)
     rank, world = dist_info()
-    if world > 1:
-        run = store.run(cfg)
-        if rank == 0:
-            store._write_config(run)
-        torch.distributed.barrier()
+    run = store.run(cfg)
+    lock = store.lock(run) if rank == 0 else None
+    try:
+        if lock is not None:  # rank 0 holds the run for every rank, so no other trainer writes it
+            store.check_parent(cfg)
+            lock.acquire(blocking=True)
+            store.write_config(run)
+        if world > 1:
+            torch.distributed.barrier()
         if not run.is_complete():
             train(run, progress=not args.no_progress, strategy=args.strategy)
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
-    else:
-        run = store.get_or_run(cfg, progress=not args.no_progress)
+        if world > 1:
+            torch.distributed.barrier()
+    finally:
+        if lock is not None:
+            lock.release()
+        if world > 1:
+            torch.distributed.destroy_process_group()
     if rank == 0:
         print(json.dumps({"run": run.hash, "path": str(run.path), **(run.manifest or {})}, indent=2))
     return 0

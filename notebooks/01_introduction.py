@@ -17,7 +17,7 @@
 # This book reproduces, and goes beyond, two works.
 #
 # **"Don't Stop Long-Context Continual Pre-Training Too Early: An Empirical Scaling Law"**
-# (seed 000) studies long-context continual pre-training (LCCP): a model pre-trained at a
+# (below, *the LCCP paper*) studies long-context continual pre-training (LCCP): a model pre-trained at a
 # short context (4K) is trained further at a long one (32K). Its claims:
 #
 # 1. *Modeling.* log(LongPPL) follows an additive two-stage power law in the non-embedding
@@ -33,7 +33,7 @@
 # 3. *Validating.* The LongPPL gains carry over to RULER, to 128K context extension and to
 #    SFT. Chapter 5 (not built yet).
 #
-# **"GPT-2 (124M) to Gemma 3-style (113M), Part 2"** (seed 001) compares a GPT-2 (Model A)
+# **"GPT-2 (124M) to Gemma 3-style (113M), Part 2"** (below, *the Gemma blog*) compares a GPT-2 (Model A)
 # and a Gemma 3-style model (Model B) at inference time: the KV cache and its benchmark, how
 # each represents position (RoPE "clocks" against a learned table), a 4x context extension
 # with YaRN, and what the attention heads do. Chapters 6-10 (placeholders for now; the
@@ -134,7 +134,7 @@ pm
 # %%
 from IPython.display import Markdown, display
 
-from nblib.runstore import REPO_ROOT
+from nblib.provenance import REPO_ROOT
 
 reports = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.md"))
 for path in reports:

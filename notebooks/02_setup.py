@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 2. Setup: data, models and the LongPPL metric
 #
-# *Seed 000, §3.1, App. A.1 (metric and test set), A.3 (training details), A.4 (data).*
+# *LCCP paper, §3.1, App. A.1 (metric and test set), A.3 (training details), A.4 (data).*
 #
 # Everything later chapters train and measure is defined here: the corpus and its
 # length-bucket mixture, the five model scales and their token budgets, and LongPPL /
@@ -31,9 +31,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from nblib import grid, lccp
+from nblib import experiments, findings, grid
 from nblib.chapter import Chapter
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
+from nblib.evaluation import Evaluator
+from nblib.figures import highlight_html
 from nblib.metrics import format_testset_stats, testset_stats
 
 ch = Chapter("02_setup", budget=budget, seed=seed, run_root=run_root)
@@ -72,7 +74,7 @@ print(f"document length (tokens): median {np.median(lengths):,.0f}, 90th percent
 # table shows both, and how many epochs of each bucket one pass of 10,000 sequences takes.
 
 # %%
-mix = lccp.mixture_table(b)
+mix = experiments.mixture_table(b)
 ch.save_table(mix, "table09_length_mixture")
 mix
 
@@ -87,12 +89,12 @@ mix
 # optimizer steps; these are the realized budgets every fit below uses.
 
 # %%
-models = lccp.model_table(b)
+models = experiments.model_table(b)
 ch.save_table(models, "table01_models")
 models
 
 # %%
-budgets = lccp.budget_table(b)
+budgets = experiments.budget_table(b)
 ch.save_table(budgets, "table05_07_budgets")
 budgets
 
@@ -112,77 +114,17 @@ budgets
 # `benchmarks/results/toy_design_probe.jsonl`; the table shows them all.
 
 # %%
-from nblib.runstore import REPO_ROOT
+from nblib.provenance import REPO_ROOT
 
-probes = pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_design_probe.jsonl", lines=True)
-args = pd.json_normalize(probes["args"])
-probe_table = pd.DataFrame({
-    "probe": probes["name"], "tokenizer": args["tokenizer"], "N (non-emb.)": probes["n_params"],
-    "d x heads": args["d"].astype(str) + " x " + args["heads"].astype(str),
-    "tied": args.get("tie", pd.Series(False, index=args.index)).fillna(False),
-    "copy share": args["copy"], "short steps": args["short_steps"], "LCCP steps": args["long_steps"],
-    "LCCP loss, first chunk": [np.mean(v[:2]) for v in probes["long_pos_loss"]],
-    "LCCP loss, last half": [v[-1] for v in probes["long_pos_loss"]],
-    "copy gain @16": [c["16"] for c in probes["long_copy"]],
-    "copy gain @64": [c["64"] for c in probes["long_copy"]],
-    "short-stage copy gain @128": [c["128"] for c in probes["short_copy"]],
-})
+probe_table = findings.toy_probe_table(
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_design_probe.jsonl", lines=True))
 probe_table.round(3)
 
 # %% [markdown]
 # What each comparison decided (the numbers are read from the table above):
 
 # %%
-def _p(name, col):
-    row = probe_table[probe_table.probe == name]
-    return float(row[col].iloc[0]) if len(row) else float("nan")
-
-
-levers = [
-    ("Tokenizer: 1,024-entry BPE (`nblib.data.bpe`) instead of bytes",
-     f"same model and steps, no synthetic data: from the first local chunk to the last half of the context "
-     f"the loss falls {_p('bytes_natural', 'LCCP loss, first chunk') - _p('bytes_natural', 'LCCP loss, last half'):.2f} "
-     f"nats/byte at byte level and "
-     f"{_p('bpe_natural', 'LCCP loss, first chunk') - _p('bpe_natural', 'LCCP loss, last half'):.2f} nats/token "
-     f"with BPE; a BPE token is 2.6 characters, so the same 256 positions reach about 660 characters back "
-     f"instead of 256",
-     "adopted for its reach (the gain per position is similar)"),
-    ("Tied input/output embeddings",
-     f"pure repeated-segment training, 600 steps: copy gain @16 {_p('pure_copy', 'copy gain @16'):.2f} untied vs "
-     f"{_p('pure_tie', 'copy gain @16'):.2f} tied (d=48); {_p('pure_d64h2', 'copy gain @16'):.2f} vs "
-     f"{_p('pure_d64h2_tie', 'copy gain @16'):.2f} (d=64, 2 heads)", "adopted (N is unchanged: it excludes embeddings)"),
-    ("Fewer, wider heads (head size >= 16, two heads)",
-     f"tied, pure repeats: 4 heads of 12 gain {_p('pure_tie', 'copy gain @16'):.2f}, 2 heads of 32 gain "
-     f"{_p('pure_d64h2_tie', 'copy gain @16'):.2f}", "adopted at every scale"),
-    ("Repeats at one fixed distance (the classic fast 'phase change' setup)",
-     f"pure repeats of a 128-token segment, 300 steps of 16 x 256 tokens: copy gain "
-     f"{_p('pure_fixed128_T256', 'short-stage copy gain @128'):.2f} at distance 128 but "
-     f"{_p('pure_fixed128_T256', 'copy gain @16'):.2f} at 16 after LCCP; with lengths 8-128 instead: "
-     f"{_p('pure_var8-128_T256', 'short-stage copy gain @128'):.2f} at 128: a fixed distance teaches a "
-     f"positional shortcut (attend exactly 128 back), not content-based copying",
-     "rejected; every copy probe here uses variable lengths"),
-    ("25% synthetic repeated segments in both stages",
-     f"after 1,500 / 4,000 short steps: copy gain @16 {_p('bpe_copy25_d48', 'copy gain @16'):.2f} / "
-     f"{_p('c25_s4000', 'copy gain @16'):.2f}; tied d=64, 3,000 steps: "
-     f"{_p('c25_d64h2_tie_s3000', 'copy gain @16'):.2f}: the induction circuit does not form within "
-     f"the steps a toy run has, and a quarter of the natural tokens would be displaced",
-     "rejected (the data stay natural; `CopyMixStream` remains available)"),
-    ("Scale range compressed from 26x to about 7x, two layers everywhere",
-     "S1 of the old budget had 6.7K parameters and one head; the probes above learn to use context "
-     "at 50-90K parameters", "adopted; the fits use the realized N (Table 1 below)"),
-    ("Learning rate (measured after the book's grid was run: the next lever)",
-     f"2,000 short + 400 LCCP steps, last-half loss after LCCP at LR 1e-2 / 2e-2 / 4e-2: S1 shape "
-     f"{_p('lr_S1shape_1e-2', 'LCCP loss, last half'):.2f} / {_p('lr_S1shape_2e-2', 'LCCP loss, last half'):.2f} / "
-     f"{_p('lr_S1shape_4e-2', 'LCCP loss, last half'):.2f}, S4 shape "
-     f"{_p('lr_S4shape_1e-2', 'LCCP loss, last half'):.2f} / {_p('lr_S4shape_2e-2', 'LCCP loss, last half'):.2f} / "
-     f"{_p('lr_S4shape_4e-2', 'LCCP loss, last half'):.2f}: 2e-2 is above the optimum of both, by more at the "
-     f"larger width", "kept at 2e-2 in this book (the grid was trained with it); a per-scale LR is the next step"),
-    ("Token multiples at a tenth of the paper's (Ds 9N-45N, Dl 1N-5N)",
-     "the grid then trains about 48M tokens, which fits the 40-minute budget of chapters 1-4",
-     "adopted; one LCCP sequence per step (two at S5) keeps the step count up"),
-]
-display(Markdown("| lever | what was measured | decision |\n|---|---|---|\n"
-                 + "\n".join(f"| {a} | {m} | {d} |" for a, m, d in levers)))
+ch.markdown(findings.toy_levers_markdown(probe_table))
 
 # %% [markdown]
 # ## The metric: LongPPL and ShortPPL (§3.1, §4.1, App. A.1)
@@ -201,7 +143,7 @@ display(Markdown("| lever | what was measured | decision |\n|---|---|---|\n"
 # 4K is of 32K.
 
 # %%
-ev = lccp.Evaluator.build(b, ch.store)
+ev = Evaluator.build(b, ch.store)
 spec = b.longppl
 print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, sliding_window {spec.sliding_window}")
 if b.reference["kind"] == "nblib":
@@ -242,8 +184,8 @@ ch.save_figure(fig, "figA1_key_token_selection")
 
 # %%
 doc = int(np.argmax([len(iv) for iv in ev.annotation.intervals("long")]))
-display(HTML(lccp.highlight_html(ev.texts[doc], ev.annotation.intervals("long")[doc],
-                                 ev.annotation.intervals("short")[doc])))
+display(HTML(highlight_html(ev.texts[doc], ev.annotation.intervals("long")[doc],
+                            ev.annotation.intervals("short")[doc])))
 
 # %% [markdown]
 # ## Recap

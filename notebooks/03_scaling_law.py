@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 3. An additive two-stage scaling law for LCCP
 #
-# *Seed 000, §3 and App. A.2, A.5.*
+# *LCCP paper, §3 and App. A.2, A.5.*
 #
 # **The claim.** After long-context continual pre-training with a Linear-Decay schedule,
 #
@@ -40,16 +40,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib import lccp, scaling
+from nblib import experiments, findings, scaling
 from nblib.budgets import SCALES
 from nblib.chapter import Chapter
-from nblib.paper_values import HELDOUT_CLAIM, OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
+from nblib.evaluation import Evaluator
+from nblib.figures import parity
+from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
+from nblib.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
 
-ch = Chapter("03_scaling_law", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("03_scaling_law", budget=budget, seed=seed, run_root=run_root, n_boot=n_boot)
 b = ch.budget
-if not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot == 1 or n_boot < 0:
-    raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed values: 0 (the budget's default) or integers >= 2")
-n_boot = n_boot or b.n_boot
 
 # %% [markdown]
 # ## The runs
@@ -61,8 +61,8 @@ n_boot = n_boot or b.n_boot
 # execution trains and evaluates nothing.
 
 # %%
-ev = lccp.Evaluator.build(b, ch.store)
-table = lccp.linear_decay_table(ev)
+ev = Evaluator.build(b, ch.store)
+table = experiments.linear_decay_table(ev)
 table["y"] = np.log(table["longppl"])
 runs = list(table["run"])
 csv = ch.save_table(table[["scale", "N", "Ds", "Dl", "longppl", "shortppl", "ds_mult", "dl_mult", "run"]],
@@ -102,17 +102,14 @@ ch.save_figure(fig, "fig02_trends", runs=runs)
 
 # %%
 splits = {"S1-S3 → S4": (["S1", "S2", "S3"], ["S4"]), "S1-S4 → S5": (["S1", "S2", "S3", "S4"], ["S5"])}
-holdout = {name: scaling.holdout_eval(table, tr, te) for name, (tr, te) in splits.items()}
+holdout = scaling.holdout_evals(table, splits)
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
 for ax, (name, res) in zip(axes, holdout.items()):
     train_rows = table[table.scale.isin(splits[name][0])]
-    ax.scatter(train_rows["y"], res.fit.predict_table(train_rows), s=10, c="0.6", label="fitted scales")
     p = res.predictions
-    ax.scatter(p["log_longppl"], p["pred_log_longppl"], s=25, c="tab:red", label=f"held out {splits[name][1][0]}")
-    lo, hi = table["y"].min(), table["y"].max()
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    ax.set(xlabel="measured log(LongPPL)", ylabel="predicted", title=f"{name}: R²={res.r2:.3f}, MAPE={res.mape:.2f}%")
-    ax.legend(fontsize=8)
+    parity(ax, p["log_longppl"], p["pred_log_longppl"], title=f"{name}: R²={res.r2:.3f}, MAPE={res.mape:.2f}%",
+           label=f"held out {splits[name][1][0]}", background=(train_rows["y"], res.fit.predict_table(train_rows)),
+           diagonal=(table["y"].min(), table["y"].max()))
 fig.suptitle("Fig. 3: scale-extrapolation parity plots (Eq. 1, Linear-Decay)")
 ch.save_figure(fig, "fig03_parity", runs=runs)
 pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
@@ -129,16 +126,7 @@ pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
 # (N, Ds, Dl as raw counts), as in Table 11.
 
 # %%
-rows = []
-for name, (tr, te) in splits.items():
-    train_rows = table[table.scale.isin(tr)]
-    boot = scaling.bootstrap(train_rows, "additive", n_boot=n_boot, seed=seed)
-    iv = boot.intervals(absolute=True)
-    vp = scaling.fit_varpro(train_rows).absolute_params()
-    for param, r in iv.iterrows():
-        rows.append({"fit": f"LD ({', '.join(tr)})", "param": param, "estimate": r.iloc[0], "95% lo": r.iloc[1],
-                     "95% hi": r.iloc[2], "VarPro": vp[param]})
-table11 = pd.DataFrame(rows)
+table11 = scaling.parameter_table(table, splits, n_boot=ch.n_boot, seed=seed)
 ch.save_table(table11, "table11_fitted_params", runs=runs)
 table11.round(6)
 
@@ -149,18 +137,7 @@ table11.round(6)
 # multi-start as Eq. 1 and judged on the held-out scales only.
 
 # %%
-rows = []
-for variant in scaling.VARIANTS:
-    row = {"variant": variant}
-    for name, (tr, te) in splits.items():
-        res = scaling.holdout_eval(table, tr, te, law=variant)
-        row[f"{te[0]} R²"], row[f"{te[0]} MAPE %"] = res.r2, res.mape
-    paper = TABLE3_LD.get(variant)
-    if paper:
-        row.update({"paper S4 R²": paper[0], "paper S4 MAPE %": paper[1], "paper S5 R²": paper[2],
-                    "paper S5 MAPE %": paper[3]})
-    rows.append(row)
-table3 = pd.DataFrame(rows)
+table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD)
 ch.save_table(table3, "table03_variant_ablation", runs=runs)
 table3.round(4)
 
@@ -218,25 +195,15 @@ print(out.stdout[-3000:] or out.stderr[-3000:])
 
 # %%
 short_table = table.assign(longppl=table["shortppl"])  # the fitter reads the `longppl` column
-short_holdout = {name: scaling.holdout_eval(short_table, tr, te) for name, (tr, te) in splits.items()}
+short_holdout = scaling.holdout_evals(short_table, splits)
 pd.DataFrame([{"split": n, "LongPPL R²": holdout[n].r2, "LongPPL MAPE %": holdout[n].mape,
                "ShortPPL R²": r.r2, "ShortPPL MAPE %": r.mape} for n, r in short_holdout.items()]).round(4)
 
 # %%
-from nblib import grid
-
 t, L = b.longppl.trunc_len, b.long_seq_len
 edges = tuple(sorted({0, t // 2, t, 2 * t, L // 2, L}))
-models = {}
-for scale in SCALES:
-    ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
-    if scale == "S5":
-        ds, dl = max(b.s5_configs, key=lambda c: (c[1], c[0]))
-    models[f"{scale} (Ds={ds}N, Dl={dl}N)"] = ch.store.run(grid.lccp_linear_decay(b, scale, ds, dl)).load_model()
-if b.reference["kind"] == "nblib":
-    models["LongPPL reference (neural part)"] = ch.store.run(grid.reference_config(b)).load_model()
-pos = pd.DataFrame({k: lccp.position_loss(m, ev.texts, ev.tokenizer, L, edges) for k, m in models.items()},
-                   index=[f"{a}-{c}" for a, c in zip(edges[:-1], edges[1:])]).T
+models = experiments.context_use_models(b, ch.store)
+pos = position_loss_table(models, ev.texts, ev.tokenizer, L, edges)
 fig, ax = plt.subplots(figsize=(6, 4))
 for name, r in pos.iterrows():
     ax.plot(range(len(r)), r.values, "o-", label=name)
@@ -245,9 +212,7 @@ ax.set(xticks=range(pos.shape[1]), xticklabels=pos.columns, xlabel="token positi
 ax.legend(fontsize=7)
 ch.save_figure(fig, "figA_position_loss", runs=runs)
 # the test: mean loss in the last half of the context against the first local chunk
-uses_context = pd.DataFrame({k: lccp.position_loss(m, ev.texts, ev.tokenizer, L, (0, t, L // 2, L))
-                             for k, m in models.items()}, index=["first chunk", "middle", "last half"]).T
-uses_context["last half - first chunk"] = uses_context["last half"] - uses_context["first chunk"]
+uses_context = context_use_table(models, ev.texts, ev.tokenizer, L, t)
 pos.round(3)
 
 # %%
@@ -262,9 +227,7 @@ uses_context.round(3)
 
 # %%
 seg_lens = [s for s in (8, 16, 32, 64, 128) if 2 * s <= L]
-copy = pd.DataFrame({k: {s: lccp.copy_gain(m, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, s)["gain"]
-                         for s in seg_lens} for k, m in models.items()}).T
-copy.columns = [f"gain @{s}" for s in seg_lens]
+copy = copy_gain_table(models, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, seg_lens)
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for name, r in copy.iterrows():
     axes[0].plot(seg_lens, r.values, "o-", label=name)
@@ -272,8 +235,8 @@ axes[0].axhline(1.0, ls="--", c="k", lw=0.8)
 axes[0].set(xscale="log", xlabel="distance between copies (tokens)", ylabel="copy gain (nats/token)",
             title="Random-segment copy gain")
 d = min(64, L // 2)
-for name, m in models.items():
-    axes[1].plot(lccp.copy_gain(m, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, d)["curve"], lw=0.8, label=name)
+for name, curve in copy_loss_curves(models, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, d).items():
+    axes[1].plot(curve, lw=0.8, label=name)
 axes[1].axvline(d - 1, ls=":", c="k", lw=0.8)
 axes[1].set(xlabel="position", ylabel="mean NLL (nats)", title=f"Loss along a {d}-token segment, repeated")
 axes[0].legend(fontsize=7)
@@ -292,53 +255,8 @@ copy.round(3)
 # states, from the numbers computed in this run, which of these hold here.
 
 # %%
-r4, r5 = holdout["S1-S3 → S4"], holdout["S1-S4 → S5"]
-best5 = table3.set_index("variant")["S5 R²"].idxmax()
-print(f"held-out R² of Eq. 1 on LongPPL: S4 {r4.r2:.3f} (paper 0.966), S5 {r5.r2:.3f} (paper 0.952); "
-      f"MAPE: S4 {r4.mape:.2f}%, S5 {r5.mape:.2f}% (paper < {HELDOUT_CLAIM['mape_max_pct']}%)")
-print(f"the same law on ShortPPL: S4 R² {short_holdout['S1-S3 → S4'].r2:.3f}, S5 R² {short_holdout['S1-S4 → S5'].r2:.3f}")
-print(f"the variant with the best S5 R² here: {best5} ({table3.set_index('variant').loc[best5, 'S5 R²']:.3f}); "
-      f"the paper's best is the additive law")
-ex = fit14.absolute_params()
-print(f"exponents of the S1-S4 fit: alpha={ex['alpha']:.3f}, beta_s={ex['beta_s']:.3f}, beta_l={ex['beta_l']:.3f}")
-gap = uses_context["last half - first chunk"]
-print("last-half loss minus first-chunk loss (< 0: the model uses context beyond the local chunk): "
-      + ", ".join(f"{k.split(' ')[0]} {v:+.3f}" for k, v in gap.items()))
-col = f"gain @{min(64, L // 2)}"
-print(f"random-segment copy gain at distance {min(64, L // 2)} (>= 1 nat means the model copies): "
-      + ", ".join(f"{k.split(' ')[0]} {v:+.2f}" for k, v in copy[col].items()))
-means = table.groupby("scale")["longppl"].mean()
-print("mean LongPPL by scale: " + ", ".join(f"{k} {v:.2f}" for k, v in means.items())
-      + (" (falls with N at every step)" if means.is_monotonic_decreasing else " (not monotone in N)"))
-for scale, g in table[table.scale != "S5"].groupby("scale"):
-    by_dl = g.groupby("dl_mult")["longppl"].mean()
-    by_ds = g.groupby("ds_mult")["longppl"].mean()
-    print(f"{scale}: mean LongPPL over Ds by Dl " + " ".join(f"{v:.2f}" for v in by_dl.values)
-          + (" (monotone)" if by_dl.is_monotonic_decreasing else " (not monotone)")
-          + "; over Dl by Ds " + " ".join(f"{v:.2f}" for v in by_ds.values)
-          + (" (monotone)" if by_ds.is_monotonic_decreasing else " (not monotone)"))
-if min(r4.r2, r5.r2) < 0.9:
-    for name, res in holdout.items():
-        e = res.predictions["pred_log_longppl"] - res.predictions["log_longppl"]
-        print(f"{name}: mean prediction error {e.mean():+.3f} in log(LongPPL) (the level), spread {e.std():.3f} "
-              f"(the within-scale structure), against a within-scale std of {res.predictions['log_longppl'].std():.3f}")
-    logn = np.log(table.groupby("scale")["N"].first())
-    slope = (np.log(means).diff() / logn.diff()).dropna()
-    pairs = [f"{a}->{c}" for a, c in zip(means.index[:-1], means.index[1:])]
-    print("d log(LongPPL) / d log N between neighbouring scales: "
-          + ", ".join(f"{p_} {v:+.3f}" for p_, v in zip(pairs, slope.values)))
-    sslope = (np.log(table.groupby("scale")["shortppl"].mean()).diff() / logn.diff()).dropna()
-    print("the same for ShortPPL: " + ", ".join(f"{p_} {v:+.3f}" for p_, v in zip(pairs, sslope.values)))
-    if slope.iloc[-1] < slope.iloc[0]:
-        print("At toy the gain from a larger model grows with N instead of shrinking: the largest scales are "
-              "better than any power law with an offset fitted to the smaller ones predicts, so the held-out "
-              "prediction misses the level, and R² (which is computed within the held-out scale) is negative "
-              "even where the within-scale trends have the right sign."
-              + (" ShortPPL accelerates too, so this is a property of these small models (the larger ones learn "
-                 "qualitatively more), not of the long-context key tokens." if sslope.iloc[-1] < sslope.iloc[0] else ""))
-    if copy[col].max() < 1.0:
-        print(f"None of the models copies a repeated random segment (largest gain {copy[col].max():.2f} nats): "
-              "what they take from distant context is softer than copying (chapter 2 shows what was tried).")
+ch.markdown(findings.scaling_law_findings(table, holdout, short_holdout, table3, uses_context, copy,
+                                          copy_distance=min(64, L // 2)))
 
 # %%
 ch.done()

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 4. Constant-Last4: an extensible trajectory you can read early
 #
-# *Seed 000, §4, App. B (merging), B.1 (spacing), D.1 (LongPPL against ShortPPL).*
+# *LCCP paper, §4, App. B (merging), B.1 (spacing), D.1 (LongPPL against ShortPPL).*
 #
 # **The claims.** (i) Raw checkpoints of a constant-learning-rate LCCP run are noisy and
 # worse than a budget-matched Linear-Decay run; averaging the last four checkpoints
@@ -41,22 +41,20 @@ import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
+import seaborn as sns
 from IPython.display import Image, display
 
-from nblib import grid, lccp, merge, scaling
-from nblib.budgets import SCALES
+from nblib import experiments, findings, grid, merge, scaling
+from nblib.budgets import SCALES, get_budget, trajectory_compute
 from nblib.chapter import Chapter
-from nblib.paper_values import FIG4A_LONGPPL, FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
-from nblib.stats import lins_ccc
+from nblib.evaluation import Evaluator
+from nblib.figures import parity
+from nblib.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
 
 ch = Chapter("04_constant_last4", budget=budget, seed=seed, run_root=run_root, scale=scale,
-             allowed_scales=("S3", "S4", "S5"))
+             allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
 b = ch.budget
 fit_scales = [s for s in SCALES if s < scale][:4]
-if not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot == 1 or n_boot < 0:
-    raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed values: 0 (the budget's default) or integers >= 2")
-n_boot = n_boot or b.n_boot
 print(f"trajectory at {scale}; joint fits on {fit_scales}")
 
 # %% [markdown]
@@ -70,11 +68,10 @@ print(f"trajectory at {scale}; joint fits on {fit_scales}")
 # Extending any trajectory later resumes from its last raw checkpoint.
 
 # %%
-ev = lccp.Evaluator.build(b, ch.store)
-ld = lccp.linear_decay_table(ev)  # Chapter 3's runs: cached
-const = lccp.constant_table(ev, scales=tuple(s for s in SCALES if s != "S5"))
-traj_cfg = lccp.trajectory_config(b, scale)
-traj = ch.store.get_or_run_many([traj_cfg], desc=f"{scale} trajectory")[0]
+ev = Evaluator.build(b, ch.store)
+ld = experiments.linear_decay_table(ev)  # Chapter 3's runs: cached
+const = experiments.constant_table(ev, scales=tuple(s for s in SCALES if s != "S5"))
+traj = experiments.trajectory_run(ev, scale)
 print(f"{const.run.nunique()} Constant trajectories at S1-S4, {len(const)} raw/Last4 evaluations; "
       f"{scale} trajectory: {traj.manifest['realized_tokens']:,} tokens, {len(traj.checkpoints())} checkpoints")
 all_runs = sorted(set(const.run) | set(ld.run) | {traj.hash})
@@ -105,7 +102,7 @@ ch.save_figure(fig, "fig10_weight_profiles")
 
 # %%
 s4_run = ch.store.run(grid.lccp_constant(b, "S4", b.ds_multiples[-1], b.dl_multiples[-1], 0))
-rules = lccp.observation_rules(ev, s4_run, b.dl_multiples[-1], b.s4_pool_ckpt_every)
+rules = experiments.observation_rules(ev, s4_run, b.dl_multiples[-1], b.s4_pool_ckpt_every)
 ld_ref = ld[(ld.scale == "S4") & (ld.ds_mult == b.ds_multiples[-1]) & (ld.dl_mult == b.dl_multiples[-1])].iloc[0]
 fig, ax = plt.subplots(figsize=(6.5, 4.5))
 for _, r in rules.iterrows():
@@ -123,17 +120,7 @@ rules.assign(gap_to_LD=rules.longppl - ld_ref.longppl).round(4)
 # 3.5217, 1-Sqrt 3.4724, EMA(0.9) 3.4720; simple averages beat the task-vector merges.
 
 # %%
-gap = rules.set_index("rule").longppl
-print(f"Raw {gap['Raw']:.4f}, Last4 {gap['Last4']:.4f}, 1-Sqrt {gap['1-Sqrt']:.4f}, EMA 0.9 {gap['EMA 0.9']:.4f}, "
-      f"DARE 0.5 {gap['DARE 0.5']:.4f}, TIES 0.5 {gap['TIES 0.5']:.4f}; Linear-Decay {ld_ref.longppl:.4f}")
-if gap["Last4"] <= ld_ref.longppl < gap["Raw"]:
-    print(f"Last4 closes the whole Raw -> Linear-Decay LongPPL gap and goes {ld_ref.longppl - gap['Last4']:.3f} below "
-          f"Linear-Decay (paper: merging recovers most of the gap)")
-elif ld_ref.longppl < gap["Raw"]:
-    closed = (gap["Raw"] - gap["Last4"]) / (gap["Raw"] - ld_ref.longppl)
-    print(f"Last4 closes {100 * closed:.0f}% of the Raw -> Linear-Decay LongPPL gap (paper: most of it)")
-else:
-    print("Raw is already at or below Linear-Decay on this pool, so there is no gap for merging to close")
+ch.markdown(findings.observation_gap_markdown(rules, ld_ref.longppl))
 
 # %% [markdown]
 # ## Fig. 4b: Constant-Raw and Constant-Last4 against Linear-Decay across S4
@@ -143,16 +130,13 @@ else:
 # denominators $n$) measures agreement with Linear-Decay: 1 means identical.
 
 # %%
-cm = lccp.seed_mean(const)
-s4 = cm[cm.scale == "S4"].merge(ld[ld.scale == "S4"][["ds_mult", "dl_mult", "longppl", "shortppl"]],
-                                on=["ds_mult", "dl_mult"], suffixes=("", "_ld"))
+s4 = experiments.protocols_at_scale(const, ld, "S4")
+ccc = experiments.protocol_agreement(s4)
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-ccc = []
 for ax, metric in zip(axes, ("shortppl", "longppl")):
     for rule, color in (("raw", "tab:orange"), ("last4", "tab:blue")):
         g = s4[s4.rule == rule]
-        c = lins_ccc(g[f"{metric}_ld"], g[metric])
-        ccc.append({"metric": metric, "rule": rule, "CCC": c, "mean gap to LD": (g[metric] - g[f"{metric}_ld"]).mean()})
+        c = ccc[(ccc.metric == metric) & (ccc.rule == rule)].CCC.iloc[0]
         ax.scatter(g[f"{metric}_ld"], g[metric], s=18, c=color, label=f"Constant-{rule.title()} (CCC {c:.3f})")
     lo, hi = s4[[metric, f"{metric}_ld"]].min().min(), s4[[metric, f"{metric}_ld"]].max().max()
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
@@ -160,7 +144,6 @@ for ax, metric in zip(axes, ("shortppl", "longppl")):
     ax.legend(fontsize=8)
 fig.suptitle("Fig. 4b: protocols across the 25 S4 configurations")
 ch.save_figure(fig, "fig04b_protocols_s4", runs=all_runs)
-ccc = pd.DataFrame(ccc)
 ch.save_table(ccc, "fig04b_ccc", runs=all_runs)
 ccc.round(4)
 
@@ -173,24 +156,17 @@ ccc.round(4)
 # the fit.
 
 # %%
-cl4 = cm[cm.rule == "last4"].copy()
-dl_points = [round(b.s5_eval_every * k, 6) for k in range(1, int(round(b.s5_trajectory / b.s5_eval_every)) + 1)]
-tp = lccp.trajectory_points(ev, traj, dl_points, b.s5_ckpt_every)
-tl4 = tp[tp.rule == "last4"].assign(scale=scale, N=b.n_params(scale), Ds=ch.store.run(
-    grid.short_stage(b, scale).wsd[b.ds_multiples[-1]]).config.realized_tokens)
-table_cl4 = pd.concat([cl4[cl4.scale.isin(fit_scales)], tl4], ignore_index=True)
+table_cl4, tp = experiments.constant_last4_fit_table(ev, const, traj, scale, fit_scales)
+tl4 = tp[tp.rule == "last4"]
 split_a = (fit_scales[:-1], [fit_scales[-1]])
 split_b = (fit_scales, [scale])
-res_a = scaling.holdout_eval(table_cl4, *split_a)
-res_b = scaling.holdout_eval(table_cl4, *split_b)
+held = scaling.holdout_evals(table_cl4, {"a": split_a, "b": split_b})
+res_a, res_b = held["a"], held["b"]
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
 p = res_a.predictions
-axes[0].scatter(p.log_longppl, p.pred_log_longppl, c="tab:red", s=20)
-lo, hi = p[["log_longppl", "pred_log_longppl"]].min().min(), p[["log_longppl", "pred_log_longppl"]].max().max()
-axes[0].plot([lo, hi], [lo, hi], "k--", lw=0.8)
-axes[0].set(xlabel="measured log(LongPPL)", ylabel="predicted",
-            title=f"{'-'.join(split_a[0][::len(split_a[0]) - 1])} → {split_a[1][0]}: R²={res_a.r2:.3f}, MAPE={res_a.mape:.2f}%")
-ape = 100 * np.abs(p.pred_log_longppl - p.log_longppl) / np.abs(p.log_longppl)
+parity(axes[0], p.log_longppl, p.pred_log_longppl, size=20,
+       title=f"{'-'.join(split_a[0][::len(split_a[0]) - 1])} → {split_a[1][0]}: R²={res_a.r2:.3f}, MAPE={res_a.mape:.2f}%")
+ape = scaling.ape_log(p.log_longppl, p.pred_log_longppl)
 sc = axes[1].scatter(p.Ds, p.Dl, c=ape, cmap="magma_r", s=60)
 plt.colorbar(sc, ax=axes[1], label="APE (%)")
 axes[1].set(xscale="log", yscale="log", xlabel="$D_s$", ylabel="$D_l$", title=f"{split_a[1][0]}: error by budget")
@@ -207,16 +183,8 @@ print(f"paper: S4 R² {TABLE4_CL4['additive'][0]}, MAPE {TABLE4_CL4['additive'][
       f"S5 trajectory R² {TABLE4_CL4['additive'][2]}, MAPE {TABLE4_CL4['additive'][3]}%")
 
 # %%
-rows = []
-for variant in scaling.VARIANTS:
-    row = {"variant": variant}
-    for label, (tr, te) in (("held-out " + split_a[1][0], split_a), (f"{scale} trajectory", split_b)):
-        r = scaling.holdout_eval(table_cl4, tr, te, law=variant)
-        row[f"{label} R²"], row[f"{label} MAPE %"] = r.r2, r.mape
-    pv = TABLE4_CL4.get(variant)
-    row.update({"paper S4 R²": pv[0], "paper S4 MAPE %": pv[1], "paper S5 R²": pv[2], "paper S5 MAPE %": pv[3]})
-    rows.append(row)
-table4 = pd.DataFrame(rows)
+table4 = scaling.variant_ablation(table_cl4, {"held-out " + split_a[1][0]: split_a, f"{scale} trajectory": split_b},
+                                  paper=TABLE4_CL4)
 ch.save_table(table4, "table04_variant_ablation_cl4", runs=all_runs)
 table4.round(4)
 
@@ -227,30 +195,18 @@ table4.round(4)
 # on the Last4 points up to 20N, 40N and 60N, and score each fit on every later point.
 
 # %%
-y_all = np.log(tl4.sort_values("Dl").longppl.to_numpy())
-dl_all = tl4.sort_values("Dl").Dl.to_numpy(float)
-mult_all = tl4.sort_values("Dl").dl_mult.to_numpy(float)
+tl = tl4.sort_values("Dl")
+y_all, dl_all = np.log(tl.longppl.to_numpy()), tl.Dl.to_numpy(float)
 prefixes = [b.multiple_scale * m for m in (20, 40, 60)]
+prefix_errors, prefix_fits = scaling.prefix_forecast(dl_all, y_all, tl.dl_mult, prefixes)
 fig, ax = plt.subplots(figsize=(7, 4.5))
 ax.plot(dl_all, y_all, "ko", ms=4, label="measured (Last4)")
-pref_rows = []
-for pm in prefixes:
-    inside = mult_all <= pm + 1e-9
-    if inside.sum() < 4 or (~inside).sum() == 0:
-        continue
-    f = scaling.fit_fixed_model_law(dl_all[inside], y_all[inside])
-    grid_dl = np.geomspace(dl_all.min(), dl_all.max(), 100)
+grid_dl = np.geomspace(dl_all.min(), dl_all.max(), 100)
+for pm, f in prefix_fits.items():
     ax.plot(grid_dl, f.predict(Dl=grid_dl), label=f"fit up to {pm:g}N")
-    pred = f.predict(Dl=dl_all[~inside])
-    ape = 100 * np.abs(pred - y_all[~inside]) / np.abs(y_all[~inside])
-    pref_rows.append({"prefix": f"{pm:g}N", "points fitted": int(inside.sum()), "points predicted": int((~inside).sum()),
-                      "MAPE % (log space)": ape.mean(), "max APE %": ape.max(),
-                      "LongPPL error at the end %": 100 * (np.exp(pred[-1]) - np.exp(y_all[-1])) / np.exp(y_all[-1]),
-                      "beta_l": f.absolute_params()["beta_l"]})
 ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)", title=f"Fig. 6: prefix fits of Eq. 2 ({scale})")
 ax.legend(fontsize=8)
 ch.save_figure(fig, "fig06_prefix_fits", runs=[traj])
-prefix_errors = pd.DataFrame(pref_rows)
 ch.save_table(prefix_errors, "fig06_prefix_errors", runs=[traj])
 prefix_errors.round(3)
 
@@ -264,7 +220,7 @@ prefix_errors.round(3)
 k = b.multiple_scale
 targets = [round(k * t, 6) for t in range(20, 121, 10)]
 spacings = [round(k * s, 6) for s in (1, 2, 3, 4, 5)]
-sp = lccp.spacing_ablation(ev, traj, targets, spacings)
+sp = experiments.spacing_ablation(ev, traj, targets, spacings)
 base = sp[sp.protocol == f"Last4({spacings[0]:g}N)"].set_index("target_mult")
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for proto, g in sp.groupby("protocol", sort=False):
@@ -277,10 +233,7 @@ axes[1].set(xlabel="$D_l$ / N", ylabel=f"% difference from Last4({spacings[0]:g}
 axes[0].legend(fontsize=7)
 fig.suptitle("Fig. 11: Last4 window-spacing ablation")
 ch.save_figure(fig, "fig11_spacing_ablation", runs=[traj])
-table12 = sp.groupby("protocol", sort=False)[["longppl", "shortppl"]].mean()
-ref = table12.loc[f"Last4({spacings[0]:g}N)"]
-table12["Δ LongPPL vs default"] = table12.longppl - ref.longppl
-table12["Δ ShortPPL vs default"] = table12.shortppl - ref.shortppl
+table12 = experiments.spacing_means(sp, default=f"Last4({spacings[0]:g}N)")
 ch.save_table(table12.reset_index(), "table12_spacing_means", runs=[traj])
 print(f"paper: mean LongPPL Raw {TABLE12_MEAN_LONGPPL['raw']} vs about {TABLE12_MEAN_LONGPPL['last4']} for every spacing")
 table12.round(4)
@@ -294,7 +247,6 @@ table12.round(4)
 # that. The paper's $R$ falls from 3.35 at 5N to 2.22 at 120N.
 
 # %%
-tl = tl4.sort_values("Dl")
 f_long = scaling.fit_fixed_model_law(tl.Dl.to_numpy(float), np.log(tl.longppl.to_numpy()))
 f_short = scaling.fit_fixed_model_law(tl.Dl.to_numpy(float), np.log(tl.shortppl.to_numpy()))
 d_meas = tl.Dl.to_numpy(float)
@@ -325,7 +277,7 @@ print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
 plot = ch.store.root / "monitor" / f"{traj.hash}.png"
 last = traj.manifest["realized_tokens"]
 cmd = [sys.executable, "-m", "nblib.monitor", str(traj.path), "--eval-every", str(int(round(b.s5_eval_every / b.s5_ckpt_every))),
-       "--future", str(2 * last), str(4 * last), "--n-boot", str(max(20, n_boot // 2)), "--plot", str(plot)]
+       "--future", str(2 * last), str(4 * last), "--n-boot", str(max(20, ch.n_boot // 2)), "--plot", str(plot)]
 out = subprocess.run(cmd, capture_output=True, text=True)
 print(out.stdout[-4000:] or out.stderr[-4000:])
 if plot.exists():
@@ -340,9 +292,7 @@ if plot.exists():
 # resumes. What that costs, from the model's analytic FLOPs at the 32K context:
 
 # %%
-from nblib.budgets import get_budget as _gb
-
-need = lccp.trajectory_compute(_gb("full"), "S5")
+need = trajectory_compute(get_budget("full"), "S5")
 print(f"S5 Constant trajectory to 120N: {need['tokens'] / 1e9:.1f}B LCCP tokens, {need['flops']:.3g} training FLOPs; "
       f"{need['gpu_hours']:,.0f} H100-hours at 40% MFU (bf16), about {need['hours_on_16_gpus']:.0f} h on 16 GPUs "
       f"(the paper used 2 nodes x 8 H800); {need['checkpoints']} checkpoints of {need['checkpoint_gb']:.1f} GB "
@@ -354,22 +304,19 @@ print(f"S5 Constant trajectory to 120N: {need['tokens'] / 1e9:.1f}B LCCP tokens,
 # The headline numbers of this run, computed above, next to the paper's:
 
 # %%
-lr = s4[s4.rule == "raw"].longppl.mean(), s4[s4.rule == "last4"].longppl.mean(), s4.longppl_ld.mean()
-print(f"S4 grid mean LongPPL: Constant-Raw {lr[0]:.4f}, Constant-Last4 {lr[1]:.4f}, Linear-Decay {lr[2]:.4f}")
-for _, r in ccc.iterrows():
-    print(f"CCC vs Linear-Decay, {r.metric:<9} Constant-{r.rule:<5}: {r.CCC:.3f}")
-paired = const.pivot_table(index=["scale", "ds_mult", "dl_mult", "seed"], columns="rule", values="longppl")
-wins = paired["last4"] <= paired["raw"]
-print(f"Constant-Last4 <= Constant-Raw in LongPPL on {wins.mean():.1%} of the {len(paired)} S1-S4 trajectory points "
-      f"(by scale: " + ", ".join(f"{k} {v:.0%}" for k, v in wins.groupby(level="scale").mean().items()) + ")")
-gain = (paired["raw"] - paired["last4"]) / paired["raw"]
-print("mean relative LongPPL gain of Last4 over Raw, by scale (rows) and Dl/N (columns); > 0: Last4 is better")
-print(gain.groupby(level=["scale", "dl_mult"]).mean().unstack().round(3).to_string())
-print(f"Eq. 1 on Constant-Last4: held-out {split_a[1][0]} R² {res_a.r2:.3f}; {scale} trajectory R² {res_b.r2:.3f}, "
-      f"MAPE {res_b.mape:.2f}%")
-for _, r in prefix_errors.iterrows():
-    print(f"prefix {r.prefix}: MAPE {r['MAPE % (log space)']:.2f}% on the later points, final LongPPL off by "
-          f"{r['LongPPL error at the end %']:+.2f}%")
+wins, gain = experiments.last4_vs_raw(const)
+ch.markdown(findings.constant_last4_findings(s4, ccc, wins, gain, split_a[1][0], res_a, scale, res_b, prefix_errors))
+
+# %% [markdown]
+# Where merging helps: the mean relative LongPPL gain of Last4 over Raw at every scale and
+# LCCP budget (over the $D_s$ budgets and independent trajectories), as a heatmap.
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.2))
+sns.heatmap(100 * gain, annot=True, fmt=".1f", center=0, cmap="RdBu", cbar_kws={"label": "% LongPPL gain"}, ax=ax,
+            xticklabels=[f"{c:g}N" for c in gain.columns])
+ax.set(xlabel="$D_l$", ylabel="scale", title="Last4 against Raw: (Raw − Last4) / Raw")
+ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
 
 # %%
 ch.done()

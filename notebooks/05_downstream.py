@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 5. Downstream validation: RULER, 128K extension, SFT
 #
-# *Seed 000, §5, App. C, D.2 and D.3.*
+# *LCCP paper, §5, App. C, D.2 and D.3.*
 #
 # ```{note}
 # **Not built yet.** This page is a placeholder and shows no results. It will contain:

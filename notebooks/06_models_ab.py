@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 6. Models A and B: GPT-2 (124M) and a Gemma 3-style model (113M)
 #
-# *Seed 001, "The two models".*
+# *Gemma blog, "The two models".*
 #
 # ```{note}
 # **Not built yet.** This page is a placeholder and shows no results. It will contain:

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 7. Generating text with a KV cache
 #
-# *Seed 001, "Generating text with a KV cache" and "The KV cache of a larger model".*
+# *Gemma blog, "Generating text with a KV cache" and "The KV cache of a larger model".*
 #
 # ```{note}
 # **Not built yet.** This page is a placeholder and shows no results. It will contain:

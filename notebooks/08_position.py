@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 8. How each model represents position: RoPE clocks and a learned table
 #
-# *Seed 001, "How each model represents position" and the appendix "How the band measures are computed".*
+# *Gemma blog, "How each model represents position" and the appendix "How the band measures are computed".*
 #
 # ```{note}
 # **Not built yet.** This page is a placeholder and shows no results. It will contain:

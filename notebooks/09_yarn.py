@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 9. Extending Model B's context 4x with YaRN
 #
-# *Seed 001, "Extending Model B's context from 1024 to 4096 with YaRN".*
+# *Gemma blog, "Extending Model B's context from 1024 to 4096 with YaRN".*
 #
 # ```{note}
 # **Not built yet.** This page is a placeholder and shows no results. It will contain:

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # 10. What the two models attend to
 #
-# *Seed 001, "Visualizing attention" and "Where the two models disagree".*
+# *Gemma blog, "Visualizing attention" and "Where the two models disagree".*
 #
 # ```{note}
 # **Not built yet.** This page is a placeholder and shows no results. It will contain:

@@ -41,7 +41,8 @@ from nblib.data import (
     truncate_text,
     write_stdlib_manifest,
 )
-from nblib.data.corpus import REPO_ROOT, Corpus, content_hash, python_version
+from nblib.data.corpus import Corpus, content_hash, python_version
+from nblib.provenance import REPO_ROOT
 from nblib.data.streams import _segment_all
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
@@ -198,7 +199,7 @@ def test_corpus_spec_and_empty_errors(tmp_path):
 
 @needs_shared
 def test_shared_corpora_load():
-    # document counts from /work/shared/data/README.md
+    # document counts of the shared corpora (their README)
     gov = load_corpus(f"jsonl:{SHARED / 'govreport_leval.jsonl'}")
     sou = load_corpus(f"jsonl:{SHARED / 'state_union.jsonl'}")
     assert len(gov) == 13 and len(sou) == 65

@@ -1,4 +1,4 @@
-"""Tests for nblib.metrics: LongPPL / ShortPPL (seed 000 §3.1, §4.1, App. A.1).
+"""Tests for nblib.metrics: LongPPL / ShortPPL (LCCP paper §3.1, §4.1, App. A.1).
 
 Independent truths used here: hand-built loss tables and a stub scorer whose NLLs encode
 the context it was given; a literal transcription of the reference implementation's window

@@ -3,8 +3,8 @@
 Independent truths used here: transformers' GPT-2 / Llama / Gemma 3 implementations
 (weights copied over), dense-mask and repeated-head attention as slow twins of the blocked
 band and GQA paths, full forwards as the twin of the KV cache, numpy brute force for mask
-counts, torch's FlopCounterMode for matmul FLOPs, and known answers from seed 001 (KV cache
-75.5 / 11.8 MB, k_bar table, RoPE clock counts, YaRN bands) and reference-facts.md (YaRN).
+counts, torch's FlopCounterMode for matmul FLOPs, and known answers from the Gemma blog (KV cache
+75.5 / 11.8 MB, k_bar table, RoPE clock counts, YaRN bands) and YaRN's Eqs. 17-21 (Peng et al., 2023).
 """
 
 import math
@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from nblib.models import (GPT2, Gemma3, Gemma3Config, GPT2Config, Llama, LlamaConfig, build_model,
                           config_to_dict)
-from nblib.models import attention as A
+from nblib.models import engine as E
+from nblib.models import layers as A
 
 V = 97  # small vocab for random configs
 
@@ -151,7 +152,7 @@ def test_windowed_layers_never_score_outside_the_band(monkeypatch):
 
 
 def test_mean_keys_known_values_and_brute_force():
-    # seed 001, appendix table (W = 512)
+    # the Gemma blog, appendix table (W = 512)
     assert A.mean_keys(1024) == 512.5
     assert A.mean_keys(1024, 512) == 384.25
     assert A.mean_keys(131072) == 65536.5
@@ -169,10 +170,10 @@ def test_rope_frequencies_and_clock_counts():
     inv = A.rope_inv_freq(64, 1e4).double().numpy()
     np.testing.assert_allclose(inv, 1e4 ** (-2 * np.arange(32) / 64), rtol=1e-6)
     wavelength = 2 * np.pi / inv
-    # seed 001 "RoPE as 32 clocks": fastest band 1 rad/position, slowest ~1/7500, ~47000 positions
+    # the Gemma blog "RoPE as 32 clocks": fastest band 1 rad/position, slowest ~1/7500, ~47000 positions
     assert inv[0] == 1.0 and round(1 / inv[-1], -2) == 7500 and round(wavelength[-1], -3) == 47000
     assert (wavelength <= 1024).sum() == 18  # "only 18 of the 32 clocks complete a full turn"
-    # seed 001 "Position at longer contexts", hd = 128 at 128k: slowest ~54,000 at base 1e4;
+    # the Gemma blog "Position at longer contexts", hd = 128 at 128k: slowest ~54,000 at base 1e4;
     # bases 5e5 (Llama 3) and 1e6 (Gemma 3) leave 15 and 17 bands slower than the context
     wl128 = {b: 2 * np.pi / A.rope_inv_freq(128, b).double().numpy() for b in (1e4, 5e5, 1e6)}
     assert round(wl128[1e4][-1], -3) == 54000 and (wl128[1e4] <= 131072).all()
@@ -215,7 +216,7 @@ def test_set_rope_base_is_abf():
     idx = torch.randint(0, V, (1, 24))
     before_sd = {k: v.clone() for k, v in model.state_dict().items()}
     before = model(idx)[0]
-    for base in (5e5, 5e6):  # seed 000 App. A.3: 32K and 128K stages
+    for base in (5e5, 5e6):  # the LCCP paper App. A.3: 32K and 128K stages
         model.set_rope_base(base)
         hd = model.head_dim
         np.testing.assert_allclose(model.rotary.inv_freq.double().numpy(),
@@ -232,15 +233,15 @@ def test_set_rope_base_is_abf():
 def test_yarn_known_answer_and_seed_bands():
     theta = A.rope_inv_freq(64, 1e4)
     inv, mscale = A.yarn_inv_freq(64, 1e4, 1024, 4)
-    assert round(mscale, 4) == 1.1386  # reference-facts "YaRN"
+    assert round(mscale, 4) == 1.1386  # sqrt(1/t) = 0.1 ln s + 1 at s = 4 (YaRN, Peng et al. 2023)
     ratio = (inv / theta).numpy()
     unchanged = np.isclose(ratio, 1.0, rtol=1e-6)
     full = np.isclose(ratio, 0.25, rtol=1e-6)
-    # low = 5, high = 18: pairs 0..5 kept, 18..31 divided by s, 12 blended (seed 001: 6 / 14 / 12)
+    # low = 5, high = 18: pairs 0..5 kept, 18..31 divided by s, 12 blended (Gemma blog: 6 / 14 / 12)
     assert unchanged.nonzero()[0].tolist() == list(range(6))
     assert full.nonzero()[0].tolist() == list(range(18, 32))
     assert ((ratio > 0.25) & (ratio < 1)).sum() == 12
-    # seed 001: without YaRN 2x/4x/8x contexts add 3/5/7 bands turning once; with YaRN (s=4)
+    # the Gemma blog: without YaRN 2x/4x/8x contexts add 3/5/7 bands turning once; with YaRN (s=4)
     # the bands turning within 4096 are the 18 that turned within 1024
     wl = 2 * np.pi / theta.double().numpy()
     assert [(wl <= 1024 * x).sum() - 18 for x in (2, 4, 8)] == [3, 5, 7]
@@ -469,10 +470,10 @@ def test_top_k_sampling_stays_in_top_k():
     logits = torch.randn(4, 50)
     top3 = logits.topk(3, dim=-1).indices
     gen = torch.Generator().manual_seed(0)
-    draws = torch.cat([A.sample_next(logits, 1.5, 3, gen) for _ in range(200)], 1)  # (4, 200)
+    draws = torch.cat([E.sample_next(logits, 1.5, 3, gen) for _ in range(200)], 1)  # (4, 200)
     assert all(set(draws[b].tolist()) <= set(top3[b].tolist()) for b in range(4))
     assert all(len(set(draws[b].tolist())) > 1 for b in range(4))
-    assert torch.equal(A.sample_next(logits, 0.0), logits.argmax(-1, keepdim=True))
+    assert torch.equal(E.sample_next(logits, 0.0), logits.argmax(-1, keepdim=True))
 
 
 def test_gpt2_position_table_limit():
@@ -484,7 +485,7 @@ def test_gpt2_position_table_limit():
 
 
 def test_kv_cache_bytes_seed_numbers():
-    """seed 001: 75.5 MB (Model A) vs 11.8 MB (Model B) at 1024 tokens fp32, 6.4x smaller."""
+    """the Gemma blog: 75.5 MB (Model A) vs 11.8 MB (Model B) at 1024 tokens fp32, 6.4x smaller."""
     with torch.device("meta"):
         a, b = GPT2(GPT2Config.gpt2_124m()), Gemma3(Gemma3Config.gemma3_113m())
     sizes = []
@@ -521,7 +522,7 @@ def test_gemma3_113m_parameter_count():
     per_layer = (2 * c.d_model * c.n_heads * c.head_dim + 2 * c.d_model * c.n_kv_heads * c.head_dim
                  + 3 * c.d_model * c.d_ff + 4 * c.d_model + 2 * c.head_dim)
     closed = c.vocab_size * c.d_model + c.n_layers * per_layer + c.d_model
-    assert model.n_params(non_embedding=False) == closed == 112_990_464  # "113M" (seed 001)
+    assert model.n_params(non_embedding=False) == closed == 112_990_464  # "113M" (Gemma blog)
     assert model.n_params() == closed - c.vocab_size * c.d_model == 74_356_992
     assert model.layer_windows.count(None) == 3 and model.layer_windows[:4] == [512, 512, 512, None]
 
@@ -552,7 +553,7 @@ def test_flops_matmul_part_matches_flop_counter(family):
 
 
 def test_flops_seed_numbers():
-    """seed 001: attention per layer 2d(T+1) per token; Model B does ~9% fewer FLOPs than A."""
+    """the Gemma blog: attention per layer 2d(T+1) per token; Model B does ~9% fewer FLOPs than A."""
     with torch.device("meta"):
         a, b = GPT2(GPT2Config.gpt2_124m()), Gemma3(Gemma3Config.gemma3_113m())
     d = 768

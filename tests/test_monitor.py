@@ -5,9 +5,11 @@ import sys
 
 import pytest
 
-from nblib import grid, lccp
+from nblib import grid
+from nblib.evaluation import Evaluator
 from nblib.budgets import get_budget
 from nblib.monitor import MonitorError, forecast
+from nblib.runner import get_or_run, get_or_run_many
 from nblib.runstore import RunStore
 
 
@@ -32,15 +34,15 @@ def test_forecast_recovers_a_power_law():
 def test_monitor_cli_on_a_smoke_trajectory(tmp_path):
     b = get_budget("smoke")
     store = RunStore(tmp_path)
-    lccp.Evaluator.build(b, store)  # trains the smoke reference, annotates the test set
+    Evaluator.build(b, store)  # trains the smoke reference, annotates the test set
     short = grid.lccp_constant(b, "S1", b.ds_multiples[0], 3 * b.constant_ckpt_every)
-    store.get_or_run_many(grid.short_stage(b, "S1").all() + [short], workers=1, progress=False)
+    get_or_run_many(store, grid.short_stage(b, "S1").all() + [short], workers=1, progress=False)
     cmd = [sys.executable, "-m", "nblib.monitor", str(store.run(short).path), "--eval-every", "1", "--n-boot", "5"]
     few = subprocess.run(cmd, capture_output=True, text=True)
     assert few.returncode == 2 and "Last4 needs at least 4" in few.stderr
     long = grid.lccp_constant(b, "S1", b.ds_multiples[0], 10 * b.constant_ckpt_every)  # same trajectory, extended
     assert long.hash == short.hash
-    store.get_or_run(long, progress=False)
+    get_or_run(store, long, progress=False)
     ok = subprocess.run(cmd + ["--future", "1e6", "--plot", str(tmp_path / "m.png")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert "Eq. 2 fit" in ok.stdout and "7 Last4 evaluation points" in ok.stdout and (tmp_path / "m.png").exists()

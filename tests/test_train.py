@@ -15,6 +15,7 @@ import torch
 from nblib import grid
 from nblib.budgets import get_budget
 from nblib.checkpoint import load_weights
+from nblib.runner import get_or_run, get_or_run_many
 from nblib.runstore import RunConfig, RunStore
 from nblib.train import NonFiniteLossError
 
@@ -78,48 +79,48 @@ def test_branched_wsd_equals_separate_runs(tmp_path):
     b = get_budget("smoke")
     stage = grid.short_stage(b, "S2", ds_multiples=b.ds_multiples[:2])
     store = RunStore(tmp_path / "branched")
-    store.get_or_run_many(stage.all(), workers=1, progress=False)
+    get_or_run_many(store, stage.all(), workers=1, progress=False)
     separate = RunStore(tmp_path / "separate")
     for m, branch in stage.wsd.items():
         alone = grid.wsd_config(b, "S2", m)
         assert alone.init is None and branch.init["mode"] == "continue"
         assert alone.total_steps == branch.total_steps and branch.init["step"] < branch.total_steps
-        assert_bitwise(final_weights(store.run(branch)), final_weights(separate.get_or_run(alone, progress=False)))
+        assert_bitwise(final_weights(store.run(branch)), final_weights(get_or_run(separate, alone, progress=False)))
 
 
 def test_extending_a_constant_trajectory_trains_only_new_tokens(tmp_path):
     store = RunStore(tmp_path / "s")
-    short = store.get_or_run(cfg(40, kind="constant", every=10), progress=False)
+    short = get_or_run(store, cfg(40, kind="constant", every=10), progress=False)
     long_cfg = cfg(70, kind="constant", every=10)
     assert long_cfg.hash == short.hash  # one trajectory
-    run = store.get_or_run(long_cfg, progress=False)
+    run = get_or_run(store, long_cfg, progress=False)
     log = (run.path / "train.log").read_text()
     assert "resuming from step_00000040" in log and "training steps 40->70" in log
     assert [c.step for c in run.checkpoints()] == [10, 20, 30, 40, 50, 60, 70]
-    fresh = RunStore(tmp_path / "fresh").get_or_run(long_cfg, progress=False)
+    fresh = get_or_run(RunStore(tmp_path / "fresh"), long_cfg, progress=False)
     assert_bitwise(final_weights(run), final_weights(fresh))
     assert run.manifest["realized_tokens"] == 70 * 128
 
 
 def test_get_or_run_never_retrains(tmp_path):
     store = RunStore(tmp_path)
-    run = store.get_or_run(cfg(10), progress=False)
+    run = get_or_run(store, cfg(10), progress=False)
     stamp = (run.path / "manifest.json").stat().st_mtime_ns
-    again = store.get_or_run(cfg(10), progress=False)
+    again = get_or_run(store, cfg(10), progress=False)
     assert (again.path / "manifest.json").stat().st_mtime_ns == stamp
 
 
 def test_corrupt_latest_checkpoint_is_skipped_and_result_unchanged(tmp_path):
     store = RunStore(tmp_path / "s")
     c40 = cfg(40, kind="constant", every=10, keep_optimizer="all")
-    run = store.get_or_run(c40, progress=False)
+    run = get_or_run(store, c40, progress=False)
     weights = run.path / "ckpt" / "step_00000040" / "optim.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])  # truncated
     with pytest.warns(UserWarning, match="step_00000040"):
-        run_c = store.get_or_run(cfg(60, kind="constant", every=10, keep_optimizer="all"), progress=False)
+        run_c = get_or_run(store, cfg(60, kind="constant", every=10, keep_optimizer="all"), progress=False)
     log = (run_c.path / "train.log").read_text()
     assert "corrupt" in log and "resuming from step_00000030" in log
-    ref = RunStore(tmp_path / "ref").get_or_run(cfg(60, kind="constant", every=10), progress=False)
+    ref = get_or_run(RunStore(tmp_path / "ref"), cfg(60, kind="constant", every=10), progress=False)
     assert_bitwise(final_weights(run_c), final_weights(ref))
 
 
@@ -147,7 +148,7 @@ def test_nan_loss_stops_with_clear_error_and_keeps_last_good_checkpoint(tmp_path
     store = RunStore(tmp_path)
     c = cfg(30, every=5)
     with pytest.raises(NonFiniteLossError, match=r"non-finite loss \(nan\) at step 12.*Last good checkpoint: step 10"):
-        store.get_or_run(c, progress=False)
+        get_or_run(store, c, progress=False)
     run = store.run(c)
     assert [k.step for k in run.checkpoints()] == [5, 10] and run.manifest is None
 
@@ -168,7 +169,7 @@ def test_two_process_run_matches_single_process(tmp_path, strategy):
     tolerance at every early step; later, Muon's bf16 Newton-Schulz amplifies the last-bit
     differences of reduction order, so the loss curves are compared with a looser tolerance."""
     c = cfg(20, every=1)
-    single = RunStore(tmp_path / "one").get_or_run(c, progress=False)
+    single = get_or_run(RunStore(tmp_path / "one"), c, progress=False)
     multi = _torchrun(tmp_path, c, tmp_path / "two", strategy)
     for step in (1, 2, 3):
         a, b = load_weights(single.checkpoint(step)), load_weights(multi.checkpoint(step))

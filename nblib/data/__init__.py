@@ -8,6 +8,8 @@
     test = build_test_set(corpus, tok, target_len=2048, n_docs=50)
 """
 
+import numpy as np
+
 from nblib.data.corpus import (
     Corpus,
     Document,
@@ -66,8 +68,6 @@ def natural_mixture(tokens, seq_len: int, like: LengthMixture) -> LengthMixture:
     thousands of times. The natural mixture samples every piece equally often instead,
     and still reports Table 9's buckets (`bucket_stats`).
     """
-    import numpy as np
-
     b = like.bucket_of(tokens.lengths, seq_len)
     mass = np.bincount(b, weights=tokens.lengths, minlength=len(like.weights)).astype(float)
     return LengthMixture(like.edges, tuple(mass + 1e-12), f"natural({like.name})")

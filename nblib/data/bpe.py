@@ -17,7 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-from nblib.data.corpus import REPO_ROOT, Corpus, split_documents
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from nblib.atomic import atomic_write_text
+from nblib.data.corpus import Corpus, load_corpus, split_documents
+from nblib.provenance import REPO_ROOT
 
 TOKENIZER_DIR = REPO_ROOT / "data" / "tokenizers"
 EOS_TOKEN = "<|endoftext|>"
@@ -26,8 +30,6 @@ EOS_TOKEN = "<|endoftext|>"
 def train_bpe(corpus: Corpus, vocab_size: int, split: str = "train", eval_fraction: float = 0.1) -> str:
     """tokenizer.json text of a byte-level BPE (GPT-2 pre-tokenisation) with `vocab_size`
     entries, EOS included, trained on one split of `corpus` in document-id order."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 257 + 1:
         raise ValueError(f"vocab_size={vocab_size!r} is not allowed; allowed: an int >= 258 "
                          f"(256 byte symbols, EOS and at least one merge)")
@@ -55,9 +57,6 @@ def bpe_path(name: str) -> Path:
 
 
 def main(argv=None) -> int:
-    from nblib.atomic import atomic_write_text
-    from nblib.data import load_corpus
-
     p = argparse.ArgumentParser(prog="python -m nblib.data.bpe", description=__doc__.splitlines()[0])
     p.add_argument("name", help="output name: data/tokenizers/NAME.json")
     p.add_argument("--vocab-size", type=int, default=1024)

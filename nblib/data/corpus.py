@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from nblib.atomic import atomic_write_text
+from nblib.provenance import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MANIFEST_DIR = REPO_ROOT / "data" / "corpus_manifests"
 STDLIB_SPEC = "python-stdlib"
 SPEC_FORMS = (

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from nblib.atomic import atomic_write_json
-from nblib.data.corpus import REPO_ROOT, Corpus, split_documents
+from nblib.data.corpus import Corpus, split_documents
+from nblib.provenance import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +135,6 @@ def _open_cache(folder: Path) -> TokenDocs:
 
 
 def _write_cache(folder: Path, docs, tokenizer, meta: dict, progress: bool) -> None:
-    from tqdm import tqdm
-
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
     try:

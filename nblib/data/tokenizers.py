@@ -16,6 +16,9 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer as _HFTokenizerImpl
+
+from nblib.data.bpe import bpe_path
 
 TOKENIZER_FORMS = ('"byte"', '"hf:/path/tokenizer.json"', '"bpe:<name>"')
 # Special tokens that mean end-of-document, in order of preference.
@@ -78,8 +81,6 @@ class HFTokenizer:
     """
 
     def __init__(self, path: str | Path):
-        from tokenizers import Tokenizer
-
         path = Path(path)
         if path.is_dir():
             path = path / "tokenizer.json"
@@ -87,7 +88,7 @@ class HFTokenizer:
             raise ValueError(f"tokenizer.json not found: {str(path)!r}")
         self.path = path
         raw = path.read_bytes()
-        self._tok = Tokenizer.from_str(raw.decode("utf-8"))
+        self._tok = _HFTokenizerImpl.from_str(raw.decode("utf-8"))
         if hasattr(self._tok, "encode_special_tokens"):
             self._tok.encode_special_tokens = True
         self.tokenizer_id = "hf-" + hashlib.sha256(raw).hexdigest()[:12]
@@ -136,7 +137,5 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if spec.startswith("hf:") and len(spec) > 3:
         return HFTokenizer(spec[3:])
     if spec.startswith("bpe:") and len(spec) > 4:
-        from nblib.data.bpe import bpe_path
-
         return HFTokenizer(bpe_path(spec[4:]))
     raise ValueError(f"unknown tokenizer spec {spec!r}; allowed forms: {', '.join(TOKENIZER_FORMS)}")

@@ -1,4 +1,4 @@
-"""Evaluation metrics: LongPPL and ShortPPL (seed 000 §3.1, §4.1, App. A.1).
+"""Evaluation metrics: LongPPL and ShortPPL (LCCP paper §3.1, §4.1, App. A.1).
 
     ann = load_or_annotate("runs/longppl/annotation.json", ref_model, ref_tok, texts, spec)
     res = evaluate(model, tok, texts, ann, max_len=spec_len)   # long_ppl, short_ppl, counts
@@ -11,17 +11,9 @@ local Hugging Face folder path (scoring.py, hf.py).
 from .longppl import (Annotation, annotate, chunk_windows, evaluate, format_testset_stats, hash_texts,
                       key_token_positions, load_or_annotate, long_ppl, merge_intervals, select_key_tokens,
                       short_ppl, testset_stats)
-from .scoring import NblibScorer, as_encoder, as_scorer, module_fingerprint, nll_from_hidden
-
-
-
-def __getattr__(name):
-    # HFScorer imports transformers (slow): load it only when asked for
-    if name == "HFScorer":
-        from .hf import HFScorer
-
-        return HFScorer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from .hf import HFScorer  # transformers itself is imported only when an HF model is loaded
+from .nll import module_fingerprint, nll_from_hidden
+from .scoring import NblibScorer, as_encoder, as_scorer
 
 
 __all__ = [

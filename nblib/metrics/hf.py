@@ -1,6 +1,6 @@
 """Hugging Face transformers causal LMs behind the scoring interface (scoring.py).
 
-The paper's reference model is Llama-3.1-8B loaded with transformers (seed 000 §3.1);
+The paper's reference model is Llama-3.1-8B loaded with transformers (LCCP paper §3.1);
 the evaluated models may be any local causal LM folder. We run the base model
 (`model.base_model`, final norm included) and apply `lm_head` only to gathered positions,
 so a 32K-token document never materialises (32K, V) logits.
@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .scoring import HEAD_CHUNK_BYTES, _check_ids, module_fingerprint, nll_from_hidden
+from .nll import HEAD_CHUNK_BYTES, check_ids, module_fingerprint, nll_from_hidden
 
 
 def load_hf_tokenizer(path):
     """AutoTokenizer.from_pretrained(path) for a local folder; must be a fast tokenizer (offsets)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # heavy (seconds): imported only when an HF folder is loaded
 
     if not Path(path).exists():
         raise ValueError(f"Hugging Face tokenizer folder not found: {str(path)!r}")
@@ -73,7 +73,7 @@ class HFScorer:
     @classmethod
     def from_pretrained(cls, path, tokenizer=None, dtype=None, device=None, **kw):
         """Load AutoModelForCausalLM + AutoTokenizer from a local folder (no downloads)."""
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM  # heavy: only when an HF model is loaded
 
         if not Path(path).is_dir():
             raise ValueError(f"Hugging Face model folder not found: {str(path)!r}")
@@ -113,6 +113,6 @@ class HFScorer:
     @torch.inference_mode()
     def nll(self, ids, positions):
         """(B, K) float32 NLL of ids[b, positions[b, k]] (-1 = padding -> NaN); see scoring.py."""
-        _check_ids(ids)
+        check_ids(ids)
         ids = ids.to(self.device)
         return nll_from_hidden(self._hidden(ids), ids, positions, self._head, self.head_chunk_bytes)

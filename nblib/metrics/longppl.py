@@ -1,4 +1,4 @@
-"""LongPPL and ShortPPL (seed 000 §3.1, §4.1, App. A.1; Fang et al. 2025, PKU-ML/LongPPL).
+"""LongPPL and ShortPPL (LCCP paper §3.1, §4.1, App. A.1; Fang et al. 2025, PKU-ML/LongPPL).
 
 Two steps, as in the paper ("We precompute token annotations ... and keep them fixed for
 every evaluated model", App. A.1):
@@ -116,7 +116,7 @@ def chunk_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tu
 
 
 def select_key_tokens(loss_full, loss_chunk, spec: LongPPLSpec):
-    """Key-token masks (seed 000 §3.1 and §4.1), strict inequalities, NaN selects nothing.
+    """Key-token masks (LCCP paper §3.1 and §4.1), strict inequalities, NaN selects nothing.
 
     loss_full, loss_chunk: float arrays of the same shape (per-token ℓ_full, ℓ_chunk).
     Returns (long_mask, short_mask, delta) with delta = loss_chunk - loss_full (float32):
@@ -344,7 +344,7 @@ def _score_batched(scorer, seqs, max_items, max_tokens=None):
 
 
 def annotate(ref_model, ref_tokenizer, texts, spec, batch_size=8, docs_per_group=256) -> Annotation:
-    """Key tokens of a test set under a reference model (seed 000 §3.1, §4.1, App. A.1).
+    """Key tokens of a test set under a reference model (LCCP paper §3.1, §4.1, App. A.1).
 
     ref_model/ref_tokenizer: anything `as_scorer` takes (an nblib model + tokenizer, a
     transformers model + fast tokenizer, a model folder path + None, or a scorer + None).
@@ -429,7 +429,7 @@ def _ppl(nll_sum, n, name):
 
 def evaluate(model, tokenizer, texts, annotation: Annotation, max_len=None, batch_size=8,
              sets=("long", "short")) -> dict:
-    """LongPPL and ShortPPL of any model on an annotated test set (seed 000 §3.1, §4.1, App. A.1).
+    """LongPPL and ShortPPL of any model on an annotated test set (LCCP paper §3.1, §4.1, App. A.1).
 
     Each text is retokenized with the evaluated tokenizer, truncated to max_len tokens, its
     key intervals mapped to tokens (`key_token_positions`; token 0 excluded), and the model's
@@ -472,12 +472,12 @@ def evaluate(model, tokenizer, texts, annotation: Annotation, max_len=None, batc
 
 
 def long_ppl(model, tokenizer, texts, annotation, max_len=None, batch_size=8) -> float:
-    """LongPPL (seed 000 §3.1): exp of the mean NLL over all long key tokens of the set."""
+    """LongPPL (LCCP paper §3.1): exp of the mean NLL over all long key tokens of the set."""
     return evaluate(model, tokenizer, texts, annotation, max_len, batch_size, sets=("long",))["long_ppl"]
 
 
 def short_ppl(model, tokenizer, texts, annotation, max_len=None, batch_size=8) -> float:
-    """ShortPPL (seed 000 §4.1): exp of the mean NLL over all short key tokens of the set."""
+    """ShortPPL (LCCP paper §4.1): exp of the mean NLL over all short key tokens of the set."""
     return evaluate(model, tokenizer, texts, annotation, max_len, batch_size, sets=("short",))["short_ppl"]
 
 
@@ -491,7 +491,7 @@ def _describe(x) -> dict:
 
 
 def testset_stats(annotation: Annotation, texts=None, tokenizer=None, max_len=None) -> dict:
-    """Statistics of the PPL test set, as in seed 000 Table 2 (App. A.1).
+    """Statistics of the PPL test set, as in the LCCP paper Table 2 (App. A.1).
 
     Document length is under the reference tokenizer. The token and key-token rows use the
     evaluated tokenizer after truncation at max_len when `tokenizer` (and texts) are

@@ -1,7 +1,7 @@
 """Probes of whether a model uses distant context at all.
 
 - `position_loss`: mean next-token loss by position bucket on natural text. A model that
-  uses distant context keeps improving at late positions; LongPPL (seed 000 §3.1) exists to
+  uses distant context keeps improving at late positions; LongPPL (LCCP paper §3.1) exists to
   measure exactly that ability on the tokens that need it.
 - `copy_gain`: the induction / in-context copying probe (Olsson et al., 2022): a random
   segment of tokens repeated; the loss on the later copies against the first copy. The first
@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
@@ -61,3 +62,36 @@ def copy_gain(model, vocab_size: int, eos_id: int, seg_len: int, n_copies: int =
     last = nll[:, (n_copies - 1) * seg_len:].mean()
     return {"seg_len": seg_len, "first": float(first), "last": float(last), "gain": float(first - last),
             "curve": nll.mean(0).tolist()}
+
+
+def position_loss_table(models: dict, texts, tokenizer, length: int, edges) -> pd.DataFrame:
+    """`position_loss` of every model in {name: model}: one row per model, one column per
+    position bucket, named "a-b" (b exclusive)."""
+    cols_edges = [e for e in edges if e < length] + [length]
+    names = [f"{a}-{b}" for a, b in zip(cols_edges[:-1], cols_edges[1:])]
+    return pd.DataFrame({k: position_loss(m, texts, tokenizer, length, edges) for k, m in models.items()},
+                        index=names).T
+
+
+def context_use_table(models: dict, texts, tokenizer, length: int, local: int) -> pd.DataFrame:
+    """Mean loss of each model on the first local chunk [0, local), the middle, and the last
+    half of the context, and "last half - first chunk" (< 0: the model uses context beyond
+    the local chunk)."""
+    t = pd.DataFrame({k: position_loss(m, texts, tokenizer, length, (0, local, length // 2, length))
+                      for k, m in models.items()}, index=["first chunk", "middle", "last half"]).T
+    t["last half - first chunk"] = t["last half"] - t["first chunk"]
+    return t
+
+
+def copy_gain_table(models: dict, vocab_size: int, eos_id: int, seg_lens) -> pd.DataFrame:
+    """`copy_gain` of every model at every distance: one row per model, columns "gain @d"."""
+    t = pd.DataFrame({k: {s: copy_gain(m, vocab_size, eos_id, s)["gain"] for s in seg_lens}
+                      for k, m in models.items()}).T
+    t.columns = [f"gain @{s}" for s in seg_lens]
+    return t
+
+
+def copy_loss_curves(models: dict, vocab_size: int, eos_id: int, seg_len: int) -> dict:
+    """{name: mean loss at each position of a seg_len-token random segment repeated once}
+    (`copy_gain`'s "curve"): the drop after position seg_len - 1 is the copying."""
+    return {k: copy_gain(m, vocab_size, eos_id, seg_len)["curve"] for k, m in models.items()}

@@ -3,8 +3,8 @@
     model = build_model("llama", {"vocab_size": 256, "d_model": 64, ...})
     cfg_dict = config_to_dict(model.config)   # JSON-ready; build_model(family, cfg_dict) rebuilds it
 
-Families: "llama" (the paper's model, seed 000 §3.1), "gpt2" (seed 001's Model A),
-"gemma3" (seed 001's Model B).
+Families: "llama" (the paper's model, the LCCP paper §3.1), "gpt2" (the Gemma blog's Model A),
+"gemma3" (the Gemma blog's Model B).
 """
 
 import copy

@@ -1,8 +1,8 @@
-"""Gemma 3-style decoder: seed 001's Model B (113M).
+"""Gemma 3-style decoder: the Gemma blog's Model B (113M).
 
 Notable features (Gemma 3 technical report, 2025; transformers' gemma3 modelling code):
-- RoPE with separate local/global bases (seed 001 uses 1e4 for both), optional YaRN on
-  every layer (seed 001 "Design choices the YaRN paper leaves open").
+- RoPE with separate local/global bases (Gemma blog uses 1e4 for both), optional YaRN on
+  every layer (Gemma blog "Design choices the YaRN paper leaves open").
 - GQA: 12 query heads over 3 kv heads of size 64; QK-norm (RMSNorm over head_dim, before RoPE).
 - GeGLU MLP down(gelu_tanh(gate(x)) * up(x)); sandwich RMSNorm with (1 + w) weights
   initialised at 0 and computed in fp32; tied embeddings scaled by sqrt(d).
@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import (DecoderLM, RMSNorm, Rotary, apply_rope, attention, check_config_ints,
-                        check_rope_scaling, init_weights)
+from .base import DecoderLM
+from .engine import attention
+from .layers import RMSNorm, Rotary, apply_rope, check_config_ints, check_rope_scaling, init_weights
 
 
 class Attention(nn.Module):
@@ -88,9 +89,9 @@ class Gemma3Config:
     window: int = 512  # sliding window W (keys incl. the current one)
     global_every: int = 4  # layer l is global iff (l + 1) % global_every == 0: L,L,L,G
     rope_local_base: float = 1e4
-    rope_global_base: float = 1e4  # Gemma 3 itself uses 1e6; seed 001's Model B 1e4
+    rope_global_base: float = 1e4  # Gemma 3 itself uses 1e6; the Gemma blog's Model B 1e4
     norm_eps: float = 1e-6
-    rope_scaling: dict | None = None  # YaRN on every layer (seed 001)
+    rope_scaling: dict | None = None  # YaRN on every layer (Gemma blog)
 
     def __post_init__(self):
         check_config_ints(self, ["vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
@@ -110,14 +111,14 @@ class Gemma3Config:
 
     @classmethod
     def gemma3_113m(cls, **overrides):
-        """Seed 001's Model B: d 768, 12 layers (9 local, 3 global), 12 q / 3 kv heads of 64,
+        """Gemma blog's Model B: d 768, 12 layers (9 local, 3 global), 12 q / 3 kv heads of 64,
         d_ff 2048, vocab 50304, W 512, context 1024: 112,990,464 parameters (closed form in
         Gemma3's docstring), 74,356,992 non-embedding."""
         return cls(**overrides)
 
 
 class Gemma3(DecoderLM):
-    """Gemma 3-style LM (Model B of seed 001). forward(idx, targets=None, doc_ids=None) -> (logits, loss).
+    """Gemma 3-style LM (Model B of the Gemma blog). forward(idx, targets=None, doc_ids=None) -> (logits, loss).
 
     n_params(non_embedding=True) excludes the (tied) token embedding. Closed form:
     total = V*d + L*(2*d*nh*hd + 2*d*nkv*hd + 3*d*d_ff + 4*d + 2*hd) + d.

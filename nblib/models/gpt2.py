@@ -1,4 +1,4 @@
-"""GPT-2 as nanoGPT ships it: seed 001's Model A (124M).
+"""GPT-2 as nanoGPT ships it: the Gemma blog's Model A (124M).
 
 Notable features:
 - Learned position embeddings (a table of max_seq_len rows, GPT-2's n_ctx), full
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import DecoderLM, attention, check_config_ints, init_weights
+from .base import DecoderLM
+from .engine import attention
+from .layers import check_config_ints, init_weights
 
 
 class Attention(nn.Module):
@@ -85,7 +87,7 @@ class GPT2Config:
 
 
 class GPT2(DecoderLM):
-    """GPT-2 LM (Model A of seed 001). forward(idx, targets=None, doc_ids=None) -> (logits, loss).
+    """GPT-2 LM (Model A of the Gemma blog). forward(idx, targets=None, doc_ids=None) -> (logits, loss).
 
     n_params(non_embedding=True) excludes token and position embeddings (the tied output
     head is the token embedding). Closed form: total = V*d + n_ctx*d + L*(12*d^2 + 13*d) + 2*d;

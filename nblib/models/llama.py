@@ -1,4 +1,4 @@
-"""Llama-style decoder: the paper's model family at scales S1-S5 (seed 000 §3.1, App. A.3).
+"""Llama-style decoder: the paper's model family at scales S1-S5 (LCCP paper §3.1, App. A.3).
 
 Notable features:
 - RoPE (rotate-half; dims j and j + hd/2 form band j), base 1e4 / 5e5 / 5e6 for the
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import (DecoderLM, RMSNorm, Rotary, apply_rope, attention, check_config_ints,
-                        check_rope_scaling, init_weights)
+from .base import DecoderLM
+from .engine import attention
+from .layers import RMSNorm, Rotary, apply_rope, check_config_ints, check_rope_scaling, init_weights
 
 
 class Attention(nn.Module):
@@ -75,7 +76,7 @@ class LlamaConfig:
     n_heads: int
     n_kv_heads: int
     d_ff: int
-    rope_base: float = 1e4  # seed 000 App. A.3: 1e4 (4K), 5e5 (32K), 5e6 (128K)
+    rope_base: float = 1e4  # the LCCP paper App. A.3: 1e4 (4K), 5e5 (32K), 5e6 (128K)
     max_seq_len: int  # nominal training context; RoPE itself has no hard limit
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
@@ -102,7 +103,7 @@ class Llama(DecoderLM):
     """Llama-style LM. forward(idx, targets=None, doc_ids=None) -> (logits, loss).
 
     n_params(non_embedding=True) excludes the token embedding and, when untied, the
-    output head (both count as embedding parameters); the paper's N (seed 000 Table 1).
+    output head (both count as embedding parameters); the paper's N (LCCP paper Table 1).
     Closed form: total = V*d*(1 if tied else 2) + L*(2*d*nh*hd + 2*d*nkv*hd + 3*d*d_ff + 2*d) + d.
     """
 
@@ -120,7 +121,7 @@ class Llama(DecoderLM):
         init_weights(self, cfg.n_layers, residual_names=("o_proj", "down_proj"))
 
     def set_rope_base(self, new_base):
-        """ABF (Xiong et al. 2024; seed 000 App. A.3): theta_j = new_base^(-2j/hd), weights unchanged."""
+        """ABF (Xiong et al. 2024; the LCCP paper App. A.3): theta_j = new_base^(-2j/hd), weights unchanged."""
         self.rotary.set_base(new_base)
         self.config.rope_base = float(new_base)
 

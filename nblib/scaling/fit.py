@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize, nnls
+from threadpoolctl import threadpool_limits
 
-from ._blas import one_blas_thread
 from .laws import D_UNIT, LOG_BOUND, N_UNIT, FIXED_MODEL, Inputs, Law, get_law, make_inputs
 from .metrics import mape_log, r2_log
 from .slices import fit_slice, slice_thresholds
@@ -258,7 +258,7 @@ def fit_law(table: pd.DataFrame, law: str | Law = "additive", *, f_scale: float 
         raise ValueError(f"lam must be >= 0, got {lam}")
     table = check_table(table, n_params=law.n_params)
     x, y = table_inputs(table), table_target(table)
-    with one_blas_thread():
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny fits: BLAS threads only contend
         if beta_bar is None:
             beta_bar = slice_thresholds(table)
         obj = Objective(law, x, y, f_scale, _reg_terms(law, beta_bar, lam))
@@ -293,7 +293,7 @@ def fit_fixed_model_law(dl, y, *, f_scale: float = F_SCALE, grid: dict | None = 
     law = FIXED_MODEL
     x = make_inputs(dl=dl / D_UNIT)
     obj = Objective(law, x, y, f_scale)
-    with one_blas_thread():
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny fits: BLAS threads only contend
         b, beta, c = fit_slice(dl, y)  # the least-squares slice fit is a natural extra start
         extra = [np.array([np.log(b), beta, c])] if b > 0 else []
         theta, val, _ = minimize_multistart(obj, start_grid(law, grid), n_starts, extra)

@@ -13,8 +13,8 @@ import itertools
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
+from threadpoolctl import threadpool_limits
 
-from ._blas import one_blas_thread
 from .fit import F_SCALE, FitResult, Objective
 from .laws import VARIANTS
 from .metrics import mape_log, r2_log
@@ -33,7 +33,7 @@ def fit_varpro(table: pd.DataFrame, *, alpha_grid=EXPONENT_GRID, beta_s_grid=EXP
     law = VARIANTS["additive"]
     table = check_table(table, n_params=law.n_params)
     x, y = table_inputs(table), table_target(table)
-    with one_blas_thread():
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny fits: BLAS threads only contend
         best = _varpro(law, x, y, alpha_grid, beta_s_grid, beta_l_grid, f_scale, n_refine)
     yhat = law.fn(tuple(best), x)
     return FitResult(law, law.to_natural(best), best, Objective(law, x, y, f_scale)(best),

@@ -1,51 +1,89 @@
-"""Run many run-store configs in parallel worker processes, parents before children.
+"""Running what the store describes: one run, or a whole grid in parallel worker processes.
 
-The run grid is embarrassingly parallel apart from its dependencies (an LCCP run starts
-from a short-context checkpoint; a WSD decay branches from its stable run). `run_dag`
-submits every config whose parent is finished to a pool of single-thread workers.
+This module sits above the run store (which only stores) and the trainer (which trains
+one run): `get_or_run` takes a run's lock and trains it unless it is finished;
+`get_or_run_many` trains many configs, parents before children. The run grid is
+embarrassingly parallel apart from its dependencies (an LCCP run starts from a
+short-context checkpoint; a WSD decay branches from its stable run), so `run_dag` submits
+every config whose parent is finished to a pool of single-thread workers. At the `full`
+budget on a GPU machine each run goes through `torchrun` over every local GPU instead.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
+import subprocess
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from nblib.runstore import Run, RunConfig, RunStore
+from nblib.train import train
+
+
+def get_or_run(store: RunStore, config: RunConfig, progress: bool = True, wait: bool = True,
+               timeout: float | None = None) -> Run:
+    """Return the finished run; or start it; or resume it from its last valid checkpoint.
+
+    When another process holds the run's lock: wait for it (wait=True) or raise
+    RunLockedError. A parent run named in config.init must already be complete.
+    """
+    run = store.run(config)
+    if run.is_complete():
+        return run
+    store.check_parent(config)
+    lock = store.lock(run)
+    lock.acquire(blocking=wait, timeout=timeout)
+    try:
+        if run.is_complete():  # finished by the process we waited for
+            return run
+        store.write_config(run)
+        train(run, progress=progress)
+    finally:
+        lock.release()
+    return run
+
+
+def get_or_run_many(store: RunStore, configs: list[RunConfig], workers: int | None = None, progress: bool = True,
+                    desc: str = "runs") -> list[Run]:
+    """get_or_run for many configs, in parallel worker processes, parents before children.
+
+    Each worker trains with one thread (tiny models train faster as two single-thread
+    processes than as one two-thread process, measured on a 2-core CPU). Returns runs in the
+    order of `configs`.
+    """
+    return run_dag(store, configs, workers=workers, progress=progress, desc=desc)
 
 
 def _worker_init(threads: int) -> None:
-    import torch
-
     torch.set_num_threads(threads)
     os.environ.setdefault("NBLIB_IN_WORKER", "1")
 
 
 def _train_one(root: str, cfg_dict: dict) -> str:
-    from nblib.runstore import RunConfig, RunStore
-
-    run = RunStore(root).get_or_run(RunConfig.from_dict(cfg_dict), progress=False)
-    return run.hash
+    return get_or_run(RunStore(root), RunConfig.from_dict(cfg_dict), progress=False).hash
 
 
-def launch_torchrun(store, config, nproc: int, strategy: str = "fsdp") -> None:
+def launch_torchrun(store: RunStore, config: RunConfig, nproc: int, strategy: str = "fsdp") -> None:
     """Train one run with `torchrun --nproc_per_node nproc -m nblib.train` (the full budget on
-    GPUs); resumes from the run's last checkpoint like any other start."""
-    import json
-    import subprocess
-    from pathlib import Path
-
+    GPUs); resumes from the run's last checkpoint like any other start. The trainer's CLI
+    takes the run's lock on rank 0."""
     run = store.run(config)
-    store._write_config(run)
-    cfg_path = run.path / "config.json"
+    store.write_config(run)
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--nproc_per_node", str(nproc), "-m", "nblib.train", str(cfg_path), "--run-root",
-           str(store.root), "--strategy", strategy]
+    cmd = [str(torchrun), "--nproc_per_node", str(nproc), "-m", "nblib.train", str(run.path / "config.json"),
+           "--run-root", str(store.root), "--strategy", strategy]
     print("[nblib] launching:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     json.loads((run.path / "manifest.json").read_text())  # the run must have finished
 
 
-def cost(config) -> float:
+def cost(config: RunConfig) -> float:
     """Rough training cost of a run (tokens x per-token FLOPs proxy) for scheduling."""
     m = config.model
     d, layers, vocab = m.get("d_model", 1), m.get("n_layers", 1), m.get("vocab_size", 1)
@@ -68,14 +106,25 @@ def critical_path(todo: dict, deps: dict) -> dict:
 
 
 def default_workers() -> int:
+    """Worker processes: $NBLIB_WORKERS, else one per CPU core."""
     return max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))
 
 
-def run_dag(store, configs: list, workers: int | None = None, progress: bool = True, desc: str = "runs",
+def _in_order(todo: dict, deps: dict, start) -> None:
+    """Call start(hash) for every run of `todo`, each after the runs it depends on."""
+    done: set = set()
+    while len(done) < len(todo):
+        ready = [h for h in todo if h not in done and deps[h] <= done]
+        if not ready:
+            raise RuntimeError(f"dependency cycle among runs {sorted(set(todo) - done)}")
+        for h in ready:
+            start(h)
+            done.add(h)
+
+
+def run_dag(store: RunStore, configs: list, workers: int | None = None, progress: bool = True, desc: str = "runs",
             threads_per_worker: int = 1) -> list:
     """Train every config (skipping finished ones); return their Runs in input order."""
-    from tqdm import tqdm
-
     runs = [store.run(c) for c in configs]
     todo = {}
     for r in runs:
@@ -84,34 +133,21 @@ def run_dag(store, configs: list, workers: int | None = None, progress: bool = T
     parents = {h: (r.config.init or {}).get("run") for h, r in todo.items()}
     deps = {h: ({p} & set(todo)) for h, p in parents.items()}
     workers = workers or default_workers()
-    import torch
-
     gpus = torch.cuda.device_count()
     if gpus and any(r.config.budget == "full" for r in todo.values()):
         # The paper's scale: one run at a time across every local GPU (multi-node: README).
-        done = set()
-        while len(done) < len(todo):
-            ready = [h for h in todo if h not in done and deps[h] <= done]
-            if not ready:
-                raise RuntimeError(f"dependency cycle among runs {sorted(set(todo) - done)}")
-            for h in ready:
-                launch_torchrun(store, todo[h].config, gpus)
-                done.add(h)
+        _in_order(todo, deps, lambda h: launch_torchrun(store, todo[h].config, gpus))
         return runs
     bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress)
     if not todo:
         bar.close()
         return runs
     if workers == 1:
-        done: set = set()
-        while len(done) < len(todo):
-            ready = [h for h in todo if h not in done and deps[h] <= done]
-            if not ready:
-                raise RuntimeError(f"dependency cycle among runs {sorted(set(todo) - done)}")
-            for h in ready:
-                store.get_or_run(todo[h].config, progress=False)
-                done.add(h)
-                bar.update(1)
+        def start(h):
+            get_or_run(store, todo[h].config, progress=False)
+            bar.update(1)
+
+        _in_order(todo, deps, start)
         bar.close()
         return runs
     ctx = mp.get_context("spawn")

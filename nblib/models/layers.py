@@ -1,4 +1,4 @@
-"""Shared pieces of the three decoder families (llama.py, gpt2.py, gemma3.py).
+"""The layers the three decoder families share (llama.py, gpt2.py, gemma3.py).
 
 Read top to bottom:
   1. RMSNorm (plain, or Gemma's (1 + w) form).
@@ -6,10 +6,8 @@ Read top to bottom:
   3. Document-relative positions for packed sequences ("span-based" attention).
   4. Attention through torch SDPA: causal, sliding window (a blocked band when T > 2W, so
      cost and memory grow linearly in T), document isolation, grouped-query heads.
-  5. The KV cache: preallocated per-layer tensors (B, n_kv, L, hd); a windowed layer keeps
-     a ring buffer of its last W-1 positions.
-  6. DecoderLM: what every model shares (loss, prefill/decode, generate, parameter,
-     FLOP and KV-cache counts).
+  5. Initialisation and config checks.
+The KV cache and generation live in engine.py, the shared model base class in base.py.
 """
 
 import math
@@ -46,7 +44,7 @@ class RMSNorm(nn.Module):
 
 
 def rope_inv_freq(head_dim, base):
-    """RoPE frequencies theta_j = base^(-2j/hd), j = 0..hd/2-1 (seed 001 "RoPE as 32 clocks").
+    """RoPE frequencies theta_j = base^(-2j/hd), j = 0..hd/2-1 (Gemma blog "RoPE as 32 clocks").
 
     Band j rotates the pair of dims (j, j + hd/2) by p * theta_j at position p.
     """
@@ -59,7 +57,7 @@ def rope_inv_freq(head_dim, base):
 
 
 def yarn_inv_freq(head_dim, base, orig_len, scale, beta_fast=32, beta_slow=1):
-    """YaRN frequencies and attention factor (Peng et al., 2023, "YaRN", Eqs. 17-21; seed 001 "Extending
+    """YaRN frequencies and attention factor (Peng et al., 2023, "YaRN", Eqs. 17-21; the Gemma blog "Extending
     Model B's context ... with YaRN").
 
     corr(n) = d*ln(L/(2*pi*n)) / (2*ln b); low = max(floor(corr(beta_fast)), 0),
@@ -123,7 +121,7 @@ class Rotary(nn.Module):
         self.set_base(base)
 
     def set_base(self, base):
-        """ABF (Xiong et al. 2024; seed 000 App. A.3): new base, weights unchanged."""
+        """ABF (Xiong et al. 2024; the LCCP paper App. A.3): new base, weights unchanged."""
         rs = self.rope_scaling
         if rs is None:
             inv, self.mscale = rope_inv_freq(self.head_dim, base), 1.0
@@ -157,7 +155,7 @@ def apply_rope(x, cos, sin):
 
 
 def doc_positions(doc_ids):
-    """Span-based attention for packed sequences (seed 000 App. A.3): a document starts
+    """Span-based attention for packed sequences (LCCP paper App. A.3): a document starts
     wherever doc_ids changes along T. Returns (pos, seg), both (B, T) int64: the position
     inside the document and a segment index used for the isolation mask."""
     B, T = doc_ids.shape
@@ -173,7 +171,7 @@ def doc_positions(doc_ids):
 
 
 def mean_keys(seq_len, window=None):
-    """Average keys per query k_bar (seed 001 App. "Attention and FlashAttention"):
+    """Average keys per query k_bar (Gemma blog App. "Attention and FlashAttention"):
     causal (T+1)/2; window W < T: (W(W+1)/2 + (T-W)W)/T."""
     T = seq_len
     if window is None or T <= window:
@@ -239,7 +237,7 @@ def _band_attend(q, k, v, window, seg=None, q_offset=0):
 
 
 def attend(q, k, v, window=None, seg=None, q_offset=0):
-    """Causal attention through torch SDPA (seed 001 App. "Attention and FlashAttention").
+    """Causal attention through torch SDPA (Gemma blog App. "Attention and FlashAttention").
 
     q (B, Hq, T, hd); k, v (B, Hkv, q_offset + T, hd) with Hq a multiple of Hkv (GQA);
     query t sits at key index q_offset + t. window W: key j visible iff i - W < j <= i.
@@ -266,71 +264,7 @@ def attend(q, k, v, window=None, seg=None, q_offset=0):
 
 
 # --------------------------------------------------------------------------------------
-# 5. KV cache
-
-
-def kv_positions_kept(seq_len, window=None):
-    """T_l in seed 001's KV formula: a global layer keeps every position, a windowed one
-    at most W - 1 past positions (the current token's k/v joins them during its step)."""
-    return seq_len if window is None else min(seq_len, window - 1)
-
-
-class KVCache:
-    """Preallocated KV cache (seed 001 "What a KV cache stores").
-
-    k[l], v[l]: (B, n_kv, T_l, hd). Global layers write position p at slot p; windowed
-    layers use a ring buffer of W - 1 slots (position p at slot p mod (W - 1)).
-    pos: number of positions already stored (the next token's position).
-    """
-
-    def __init__(self, batch_size, max_len, n_kv_heads, head_dim, windows, dtype, device):
-        if batch_size < 1 or max_len < 1:
-            raise ValueError(f"batch_size and max_len must be >= 1, got {batch_size}, {max_len}")
-        self.max_len, self.windows, self.pos = max_len, list(windows), 0
-        shapes = [(batch_size, n_kv_heads, kv_positions_kept(max_len, w), head_dim) for w in windows]
-        self.k = [torch.zeros(s, dtype=dtype, device=device) for s in shapes]
-        self.v = [torch.zeros(s, dtype=dtype, device=device) for s in shapes]
-
-    def nbytes(self):
-        """Bytes held by the allocated cache tensors."""
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)
-
-
-def _cached_attend(q, k, v, cache, layer):
-    """Attend n new queries to cached + new keys, then store the new k/v (prefill or decode)."""
-    ck, cv, W = cache.k[layer], cache.v[layer], cache.windows[layer]
-    p, n = cache.pos, q.size(2)
-    if W is None:
-        ck[:, :, p:p + n], cv[:, :, p:p + n] = k, v
-        return attend(q, ck[:, :, :p + n], cv[:, :, :p + n], q_offset=p)
-    S = ck.size(2)  # ring slots
-    m = min(p, S)  # past positions still in the ring: p - m .. p - 1
-    if m and n == 1:  # a single query sees the whole ring, in any order
-        k_all, v_all = torch.cat((ck[:, :, :m], k), 2), torch.cat((cv[:, :, :m], v), 2)
-    elif m:  # chronological order for the mask
-        slots = torch.arange(p - m, p, device=k.device) % S
-        k_all = torch.cat((ck.index_select(2, slots), k), 2)
-        v_all = torch.cat((cv.index_select(2, slots), v), 2)
-    else:
-        k_all, v_all = k, v
-    y = attend(q, k_all, v_all, window=W, q_offset=m)
-    c = min(n, S)  # newest positions to keep
-    if c:
-        slots = torch.arange(p + n - c, p + n, device=k.device) % S
-        ck.index_copy_(2, slots, k[:, :, n - c:])
-        cv.index_copy_(2, slots, v[:, :, n - c:])
-    return y
-
-
-def attention(q, k, v, window=None, seg=None, cache=None, layer=0):
-    """One layer's attention: training/eval path (`attend`) or KV-cache path."""
-    if cache is None:
-        return attend(q, k, v, window=window, seg=seg)
-    return _cached_attend(q, k, v, cache, layer)
-
-
-# --------------------------------------------------------------------------------------
-# 6. What every decoder LM shares
+# 5. Initialisation and config checks
 
 
 def init_weights(model, n_layers, residual_names):
@@ -346,133 +280,9 @@ def init_weights(model, n_layers, residual_names):
             nn.init.normal_(m.weight, mean=0.0, std=0.02)
 
 
-def sample_next(logits, temperature=1.0, top_k=None, generator=None):
-    """Next token (B, 1) from last-position logits (B, V): greedy when temperature == 0 or
-    top_k == 1, else top-k sampling at the given temperature."""
-    if temperature == 0 or top_k == 1:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
-
-
 def check_config_ints(cfg, names, minimum=1):
     """Raise ValueError naming any field of cfg in names that is not an int >= minimum."""
     for name in names:
         val = getattr(cfg, name)
         if isinstance(val, bool) or not isinstance(val, int) or val < minimum:
             raise ValueError(f"{type(cfg).__name__}.{name} must be an int >= {minimum}, got {val!r}")
-
-
-class DecoderLM(nn.Module):
-    """Base of the three model families. A subclass sets `config`, `blocks`,
-    `layer_windows` (per layer: None = global, W = sliding window), `n_heads`,
-    `n_kv_heads`, `head_dim`, `d_model`, `vocab_size`, `max_positions` (None unless
-    positions are a learned table) and implements `_hidden(idx, pos, seg, cache)`,
-    `logits_from_hidden(h)` and `_embedding_params()`."""
-
-    # ---- forward passes
-
-    def _check_idx(self, idx, start=0):
-        if not (torch.is_tensor(idx) and idx.dim() == 2 and not idx.is_floating_point()):
-            raise ValueError(f"idx must be a (B, T) integer tensor, got {getattr(idx, 'shape', idx)!r}")
-        if self.max_positions is not None and start + idx.size(1) > self.max_positions:
-            raise ValueError(f"positions up to {start + idx.size(1)} exceed the learned position "
-                             f"table ({self.max_positions})")
-
-    def hidden_states(self, idx, doc_ids=None):
-        """Final-normed hidden states (B, T, d). doc_ids (B, T): isolate packed documents."""
-        self._check_idx(idx)
-        if doc_ids is None:
-            return self._hidden(idx, torch.arange(idx.size(1), device=idx.device), None, None)
-        if not (torch.is_tensor(doc_ids) and doc_ids.shape == idx.shape and not doc_ids.is_floating_point()):
-            raise ValueError(f"doc_ids must be an integer tensor of shape {tuple(idx.shape)}, "
-                             f"got {getattr(doc_ids, 'shape', doc_ids)!r}")
-        pos, seg = doc_positions(doc_ids)
-        return self._hidden(idx, pos, seg, None)
-
-    def forward(self, idx, targets=None, doc_ids=None):
-        """Returns (logits (B, T, V), loss): loss is the mean next-token cross-entropy over
-        targets != -100, or None when targets is None (nanoGPT convention)."""
-        logits = self.logits_from_hidden(self.hidden_states(idx, doc_ids))
-        if targets is None:
-            return logits, None
-        if targets.shape != idx.shape:
-            raise ValueError(f"targets shape {tuple(targets.shape)} must equal idx shape {tuple(idx.shape)}")
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
-        return logits, loss
-
-    # ---- KV-cache inference
-
-    def init_kv_cache(self, batch_size, max_len, dtype=None, device=None):
-        """Preallocated cache for up to max_len positions (seed 001 "What a KV cache stores")."""
-        p = next(self.parameters())
-        return KVCache(batch_size, max_len, self.n_kv_heads, self.head_dim, self.layer_windows,
-                       dtype or p.dtype, device or p.device)
-
-    @torch.no_grad()
-    def prefill(self, idx, cache):
-        """Run idx (B, n) through the model from position cache.pos on, storing its k/v.
-        Returns logits (B, n, V). Works on an empty or partly filled cache."""
-        self._check_idx(idx, cache.pos)
-        n = idx.size(1)
-        if cache.pos + n > cache.max_len:
-            raise ValueError(f"cache holds {cache.max_len} positions; {cache.pos} used, {n} more requested")
-        pos = torch.arange(cache.pos, cache.pos + n, device=idx.device)
-        h = self._hidden(idx, pos, None, cache)
-        cache.pos += n
-        return self.logits_from_hidden(h)
-
-    def decode_step(self, idx_last, cache):
-        """One generation step: idx_last (B, 1) -> logits (B, 1, V)."""
-        if idx_last.dim() != 2 or idx_last.size(1) != 1:
-            raise ValueError(f"idx_last must have shape (B, 1), got {tuple(idx_last.shape)}")
-        return self.prefill(idx_last, cache)
-
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
-        """Append max_new_tokens tokens to idx (B, T); greedy if temperature == 0 or top_k == 1.
-        use_cache=False recomputes the whole sequence every step (the slow reference)."""
-        self._check_idx(idx, max_new_tokens)
-        if temperature < 0 or (top_k is not None and top_k < 1):
-            raise ValueError(f"need temperature >= 0 and top_k >= 1 or None, got {temperature}, {top_k}")
-        if use_cache:
-            cache = self.init_kv_cache(idx.size(0), idx.size(1) + max_new_tokens)
-            logits = self.prefill(idx, cache)[:, -1]
-        for step in range(max_new_tokens):
-            if not use_cache:
-                logits = self(idx)[0][:, -1]
-            nxt = sample_next(logits, temperature, top_k, generator)
-            idx = torch.cat((idx, nxt), dim=1)
-            if use_cache and step < max_new_tokens - 1:
-                logits = self.decode_step(nxt, cache)[:, -1]
-        return idx
-
-    # ---- counts
-
-    def n_params(self, non_embedding=True):
-        """Unique parameters (tied weights once). non_embedding=True drops token (and learned
-        position) embeddings and an untied output head: the paper's N (seed 000 §3.1)."""
-        total = sum(p.numel() for p in self.parameters())
-        if non_embedding:
-            emb = {id(p): p for p in self._embedding_params()}
-            total -= sum(p.numel() for p in emb.values())
-        return total
-
-    def kv_cache_bytes(self, seq_len, batch_size=1, bytes_per_el=4):
-        """Closed form 2 * n_kv * h * b * sum_l T_l per sequence, times batch_size (seed 001)."""
-        kept = sum(kv_positions_kept(seq_len, w) for w in self.layer_windows)
-        return 2 * self.n_kv_heads * self.head_dim * bytes_per_el * batch_size * kept
-
-    def flops_per_token(self, seq_len, training=True):
-        """Analytic FLOPs per token at context seq_len (seed 001 "FLOPs at long contexts" and
-        App.): 2 * weights of every linear layer (LM head included; norms, biases, softmax
-        not counted) + per layer 4 * d_attn * k_bar (scores and values), k_bar from
-        `mean_keys`. training=True: 3x forward (backward = 2x forward)."""
-        linear = sum(m.weight.numel() for m in self.blocks.modules() if isinstance(m, nn.Linear))
-        linear += self.vocab_size * self.d_model
-        d_attn = self.n_heads * self.head_dim
-        attn = sum(4 * d_attn * mean_keys(seq_len, w) for w in self.layer_windows)
-        return (2 * linear + attn) * (3 if training else 1)

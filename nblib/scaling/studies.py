@@ -1,0 +1,83 @@
+"""The fitting studies the chapters report, each one function over a run table.
+
+- `holdout_evals`: Eq. 1 fitted on the smaller scales, scored on a held-out one (§3.2,
+  Fig. 3, Fig. 5), for several splits at once.
+- `parameter_table`: fitted parameters with bootstrap intervals and a VarPro cross-check
+  (Table 11).
+- `variant_ablation`: every App. A.2 formulation on the same splits (Tables 3 and 4).
+- `prefix_forecast`: Eq. 2 fitted on an early prefix of one trajectory, scored on the rest
+  (§4.3, Fig. 6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .bootstrap import bootstrap
+from .fit import FitResult, HoldoutResult, fit_fixed_model_law, holdout_eval
+from .laws import VARIANTS
+from .metrics import ape_log
+from .varpro import fit_varpro
+
+
+def holdout_evals(table: pd.DataFrame, splits: dict, law: str = "additive") -> dict[str, HoldoutResult]:
+    """{split name: holdout_eval(table, train, test, law)} for splits {name: (train, test)}."""
+    return {name: holdout_eval(table, tr, te, law=law) for name, (tr, te) in splits.items()}
+
+
+def parameter_table(table: pd.DataFrame, splits: dict, n_boot: int, seed: int = 0) -> pd.DataFrame:
+    """Table 11: for each split's training scales, every parameter of Eq. 1 in absolute units
+    with its case-resampling bootstrap 95% interval and the VarPro estimate beside it."""
+    rows = []
+    for tr, _ in splits.values():
+        train_rows = table[table.scale.isin(tr)]
+        iv = bootstrap(train_rows, "additive", n_boot=n_boot, seed=seed).intervals(absolute=True)
+        vp = fit_varpro(train_rows).absolute_params()
+        for param, r in iv.iterrows():
+            rows.append({"fit": f"LD ({', '.join(tr)})", "param": param, "estimate": r.iloc[0], "95% lo": r.iloc[1],
+                         "95% hi": r.iloc[2], "VarPro": vp[param]})
+    return pd.DataFrame(rows)
+
+
+def variant_ablation(table: pd.DataFrame, splits: dict, paper: dict | None = None,
+                     variants=VARIANTS) -> pd.DataFrame:
+    """Tables 3 and 4: held-out R² and MAPE of every formulation on every split, with the
+    paper's four numbers (S4 R², S4 MAPE, S5 R², S5 MAPE) beside them where `paper` has
+    the variant. splits: {column label: (train scales, test scales)}."""
+    rows = []
+    for variant in variants:
+        row = {"variant": variant}
+        for label, (tr, te) in splits.items():
+            res = holdout_eval(table, tr, te, law=variant)
+            row[f"{label} R²"], row[f"{label} MAPE %"] = res.r2, res.mape
+        pv = (paper or {}).get(variant)
+        if pv:
+            row.update({"paper S4 R²": pv[0], "paper S4 MAPE %": pv[1], "paper S5 R²": pv[2], "paper S5 MAPE %": pv[3]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def prefix_forecast(dl, y, dl_mult, prefixes, min_points: int = 4) -> tuple[pd.DataFrame, dict[float, FitResult]]:
+    """Fig. 6: fit Eq. 2, log(LongPPL) = Bl Dl^-beta_l + C', on the points with
+    dl_mult <= each prefix and score it on every later point.
+
+    dl (tokens), y (log LongPPL) and dl_mult (Dl/N) are one trajectory, sorted by Dl. A prefix
+    with fewer than `min_points` points, or with nothing after it, is skipped. Returns the
+    error table (MAPE in log space, max APE, final-LongPPL error, beta_l) and the fits.
+    """
+    dl, y, dl_mult = (np.asarray(a, dtype=float) for a in (dl, y, dl_mult))
+    rows, fits = [], {}
+    for pm in prefixes:
+        inside = dl_mult <= pm + 1e-9
+        if inside.sum() < min_points or (~inside).sum() == 0:
+            continue
+        f = fit_fixed_model_law(dl[inside], y[inside])
+        pred = f.predict(Dl=dl[~inside])
+        ape = ape_log(y[~inside], pred)
+        fits[pm] = f
+        rows.append({"prefix": f"{pm:g}N", "points fitted": int(inside.sum()), "points predicted": int((~inside).sum()),
+                     "MAPE % (log space)": ape.mean(), "max APE %": ape.max(),
+                     "LongPPL error at the end %": 100 * (np.exp(pred[-1]) - np.exp(y[-1])) / np.exp(y[-1]),
+                     "beta_l": f.absolute_params()["beta_l"]})
+    return pd.DataFrame(rows), fits
