@@ -9,7 +9,9 @@ JSON next to it, in <book>/_build/site/:
   public/                 images, notebook outputs by hash, long outputs (> 25,000 chars)
 
 We walk each page's mdast and write one flat page per slug:
-  index.html, <slug>.html, _static/book.css, public/<only the files pages reference>.
+  index.html, <slug>.html, _static/ (book.css, book.js, the vendored MiniSearch and the
+  search index built from myst's myst.search.json), public/<only the files pages reference>.
+The pages work from file:// and offline: the search index is a script, not a fetch.
 Unknown node types become their children plus an HTML comment naming the type; an
 exception inside one node becomes a comment too, so a page is never lost.
 
@@ -34,7 +36,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-STATIC_FILES = ("book.css",)  # copied from template/static/ to <out>/_static/
+# copied from template/static/ to <out>/_static/; MiniSearch (MIT, vendored: the book builds
+# offline) indexes the pages in the browser
+STATIC_FILES = ("book.css", "book.js", "vendor/minisearch-7.2.0.umd.js", "vendor/minisearch-LICENSE.txt")
 INLINE_LIMIT = 200_000  # chars of a spilled long output shown inline; the rest is linked
 ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 SCHEME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
@@ -93,6 +97,7 @@ class Page:
     footnotes: List[Tuple[str, str, str]] = field(default_factory=list)  # (enumerator, id, html)
     headings: List[Tuple[int, str, str]] = field(default_factory=list)  # (depth, id, text)
     ids: set = field(default_factory=set)  # html ids already used on this page
+    figure_alt: Optional[str] = None  # alt text for images inside the figure being rendered
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -409,10 +414,17 @@ def _container(node, page):
     kids = node.get("children") or []
     captions = [k for k in kids if isinstance(k, dict) and k.get("type") in ("caption", "legend")]
     body = [k for k in kids if k not in captions]
-    if kind == "table":  # table captions go on top
-        inner = render(captions, page) + render(body, page)
-    else:
-        inner = render(body, page) + render(captions, page)
+    # A figure embedding a notebook cell's outputs (`:::{figure} #cell-label`) shows them even
+    # when the cell itself hides them (tag remove-output: the plot appears once, numbered).
+    body = [{**k, "visibility": "show"} if isinstance(k, dict) and k.get("type") == "outputs" else k for k in body]
+    alt = re.sub(r"^(Figure|Table)\s*[\d.]+:\s*", "", " ".join(plain_text(c) for c in captions).strip())
+    page.figure_alt = alt or None
+    try:
+        body_html = render(body, page)
+    finally:
+        page.figure_alt = None
+    cap_html = render(captions, page)
+    inner = cap_html + body_html if kind == "table" else body_html + cap_html  # table captions on top
     return f"<figure{attrs(id=node_id(node, page), class_=cls)}>{inner}</figure>\n"
 
 
@@ -658,9 +670,40 @@ def render_code_cell(node: dict, page: Page) -> str:
     return f'<div{attrs(id=node_id(node, page), class_="cell code-cell")}>{"".join(parts)}</div>\n'
 
 
+def collapse_cr(text: str) -> str:
+    """What a terminal shows of text with carriage returns: on each line only what follows
+    its last \\r (a progress bar's final state); a line that ends cleared (tqdm's
+    leave=False writes blanks) is dropped."""
+    out = []
+    for line in text.split("\n"):
+        if "\r" in line:
+            segments = [p for p in line.split("\r") if p]
+            if not segments or not segments[-1].strip():
+                continue  # cleared by the writer (blanks after the last \\r) or empty
+            line = segments[-1]
+        out.append(line)
+    return "\n".join(out)
+
+
+def merge_streams(children: list) -> list:
+    """Adjacent stream outputs of the same name (stdout, stderr) as one output, as Jupyter
+    shows them; long outputs spilled to files are left alone."""
+    merged: list = []
+    for c in children:
+        jd = c.get("jupyter_data") if isinstance(c, dict) else None
+        prev = merged[-1].get("jupyter_data") if merged and isinstance(merged[-1], dict) else None
+        if (isinstance(jd, dict) and isinstance(prev, dict) and jd.get("output_type") == "stream"
+                and prev.get("output_type") == "stream" and jd.get("name") == prev.get("name")
+                and not jd.get("path") and not prev.get("path")):
+            merged[-1] = {**merged[-1], "jupyter_data": {**prev, "text": as_text(prev.get("text")) + as_text(jd.get("text"))}}
+            continue
+        merged.append(c)
+    return merged
+
+
 @handles("outputs")
 def _outputs(node, page):
-    inner = render_children(node, page)
+    inner = render(merge_streams(node.get("children") or []), page)
     return f'<div{attrs(id=node_id(node, page), class_="outputs")}>{inner}</div>' if inner.strip() else ""
 
 
@@ -674,20 +717,23 @@ def _output(node, page):
 
 def long_text(entry: dict, inline: str, page: Page, cls: str) -> str:
     """Text that may have been spilled to public/<path> (> 25,000 chars): read it back and
-    inline up to INLINE_LIMIT chars, linking the full file when it is longer."""
+    inline up to INLINE_LIMIT chars, linking the full file when it is longer. Streams show
+    what a terminal would: carriage-return updates collapsed (`collapse_cr`)."""
+    clean = (lambda t: collapse_cr(strip_ansi(t))) if "stream" in cls else strip_ansi
     path = entry.get("path")
     if not path:
-        return f'<pre class="{cls}">{esc(strip_ansi(inline))}</pre>'
+        return f'<pre class="{cls}">{esc(clean(inline))}</pre>'
     full = page.site.read_public(str(path))
     if full is None:
         page.site.warn(f"page {page.slug}: long output {path} missing from public/")
-        return f'<pre class="{cls}">{esc(strip_ansi(inline))}</pre>'
+        return f'<pre class="{cls}">{esc(clean(inline))}</pre>'
+    full = clean(full)
     link = ""
     if len(full) > INLINE_LIMIT:
         href = page.site.copy_public(str(path))
         link = f'<p class="output-more"><a href="{esc(href)}">Full output ({len(full):,} characters)</a></p>'
         full = full[:INLINE_LIMIT] + "\n..."
-    return f'<pre class="{cls}">{esc(strip_ansi(full))}</pre>{link}'
+    return f'<pre class="{cls}">{esc(full)}</pre>{link}'
 
 
 def render_output(jd: dict, node: dict, page: Page) -> str:
@@ -695,6 +741,8 @@ def render_output(jd: dict, node: dict, page: Page) -> str:
     otype = jd.get("output_type")
     if otype == "stream":
         name = jd.get("name") or "stdout"
+        if not jd.get("path") and not collapse_cr(strip_ansi(as_text(jd.get("text")))).strip():
+            return ""  # only progress-bar updates that ended cleared
         return long_text(jd, as_text(jd.get("text")), page, f"output stream {name}")
     if otype == "error":
         tb = jd.get("traceback")
@@ -724,7 +772,8 @@ def render_mime(mime: str, entry, node: dict, page: Page) -> str:
             src = f"data:{mime};base64,{b64}" if b64 else None
         if not src:
             return comment(f"missing image output {entry.get('path')}")
-        return f'<div class="output image"><img src="{esc(src)}" alt="output image" loading="lazy"></div>'
+        alt = page.figure_alt or "a plot from this cell's output"
+        return f'<div class="output image"><img src="{esc(src)}" alt="{esc(alt)}" loading="lazy"></div>'
     if mime == "image/svg+xml":
         svg = page.site.read_public(str(entry["path"])) if entry.get("path") else as_text(content)
         return f'<div class="output svg">{svg or ""}</div>'
@@ -789,7 +838,7 @@ def read_page_json(site: Site, slug: str) -> Optional[dict]:
 
 
 def render_sidebar(nav: List[NavEntry], current: str, page: Page) -> str:
-    """The book TOC (every page, indented by level); the current page lists its headings."""
+    """The book TOC: every page, indented by level, the current one marked."""
     base = min((e.level for e in nav), default=1)
     items = []
     for e in nav:
@@ -800,15 +849,47 @@ def render_sidebar(nav: List[NavEntry], current: str, page: Page) -> str:
         cur = e.slug == current
         cls = classes(f"level-{lvl}", "current" if cur else None)
         aria = ' aria-current="page"' if cur else ""
-        sub = ""
-        if cur:
-            hs = [h for h in page.headings if h[0] in (2, 3)]
-            if hs:
-                sub = "<ul class=\"toc-headings\">" + "".join(
-                    f'<li class="h{d}"><a href="#{esc(i)}">{esc(t)}</a></li>' for d, i, t in hs) + "</ul>"
         href = esc(page.site.hrefs[e.slug])
-        items.append(f'<li class="{cls}"><a href="{href}"{aria}>{esc(e.title)}</a>{sub}</li>')
+        items.append(f'<li class="{cls}"><a href="{href}"{aria}>{esc(e.title)}</a></li>')
     return "\n".join(items)
+
+
+def render_outline(page: Page) -> str:
+    """The right-hand outline: the page's section and subsection headings."""
+    hs = [h for h in page.headings if h[0] in (2, 3)]
+    if not hs:
+        return ""
+    items = "".join(f'<li class="h{d}"><a href="#{esc(i)}">{esc(t)}</a></li>' for d, i, t in hs)
+    return (f'<nav class="outline" aria-label="On this page"><p class="outline-title">On this page</p>'
+            f'<ul>{items}</ul></nav>')
+
+
+def write_search_index(site: Site, out_dir: Path) -> int:
+    """_static/search-index.js: myst's myst.search.json records (one per section) as a
+    script that sets BOOK_SEARCH_DOCS, with urls pointing at this renderer's page files.
+    A script, not JSON: browsers refuse fetch() on file:// pages. Returns the record count."""
+    src = site.site_dir / "myst.search.json"
+    records = json.loads(src.read_text(encoding="utf-8")).get("records", []) if src.is_file() else []
+    if not src.is_file():
+        site.warn("myst.search.json missing: the search box will find nothing")
+    by_path = {"/" + slug.lstrip("/"): href for slug, href in site.hrefs.items()}
+    by_path["/"] = site.hrefs.get(site.index_slug, "index.html")
+    docs = []
+    for i, r in enumerate(records):
+        path, _, anchor = str(r.get("url") or "/").partition("#")
+        href = by_path.get(path.rstrip("/") or "/")
+        if href is None:
+            continue
+        hier = r.get("hierarchy") or {}
+        levels = [hier[k] for k in sorted(hier) if hier.get(k)]
+        text = r.get("content") or ""
+        if not text and not levels:
+            continue
+        docs.append({"id": i, "page": levels[0] if levels else "", "title": " › ".join(levels),
+                     "url": href + (f"#{anchor}" if anchor else ""), "text": text})
+    write_text(out_dir / "_static" / "search-index.js",
+               "window.BOOK_SEARCH_DOCS = " + json.dumps(docs, ensure_ascii=False) + ";\n")
+    return len(docs)
 
 
 def render_prev_next(nav: List[NavEntry], current: str, site: Site) -> str:
@@ -867,6 +948,7 @@ def render_page(doc: dict, entry: NavEntry, nav: List[NavEntry], site: Site, boo
         book_title=esc(book_title),
         home=esc(site.hrefs[site.index_slug]),
         sidebar=render_sidebar(nav, entry.slug, page),
+        outline=render_outline(page),
         title=esc(title),
         frontmatter=render_frontmatter(fm, page),
         content=body,
@@ -911,6 +993,7 @@ def render_site(site_dir, out_dir) -> RenderReport:
         written.append(fname)
     for name in STATIC_FILES:
         copy_file(HERE / "static" / name, out_dir / "_static" / name)
+    write_search_index(site, out_dir)
     return RenderReport(written, sorted(site.copied), dict(site.unknown), site.warnings,
                         time.perf_counter() - t0)
 
