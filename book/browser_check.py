@@ -63,8 +63,10 @@ def progress_spam(text: str) -> list[str]:
     return dup
 
 
-def check_book_in_browser(html_dir: Path, screenshots: Path | None = None, chromium: str | None = None) -> list[str]:
-    """Problems a reader would meet in the built site at html_dir (empty list: none)."""
+def check_book_in_browser(html_dir: Path, screenshots: Path | None = None, chromium: str | None = None,
+                          search: tuple[str, str] | None = (SEARCH_TERM, SEARCH_EXPECTS)) -> list[str]:
+    """Problems a reader would meet in the built site at html_dir (empty list: none).
+    search: (term, page file that must be among the results), or None to skip."""
     from playwright.sync_api import sync_playwright  # the browser driver: only for this check
 
     html_dir = Path(html_dir).resolve()
@@ -96,12 +98,13 @@ def check_book_in_browser(html_dir: Path, screenshots: Path | None = None, chrom
                     if screenshots is not None and name in SCREENSHOT_PAGES:
                         screenshots.mkdir(parents=True, exist_ok=True)
                         page.screenshot(path=str(screenshots / f"{Path(name).stem}-{width}.png"), full_page=True)
-                if width == WIDTHS[0]:
+                if width == WIDTHS[0] and search is not None:
+                    term, expects = search
                     page.goto((html_dir / "index.html").as_uri())
-                    page.fill("#search-input", SEARCH_TERM)
+                    page.fill("#search-input", term)
                     hrefs = page.eval_on_selector_all("#search-results a", "els => els.map(e => e.getAttribute('href'))")
-                    if not any(h.split("#")[0] == SEARCH_EXPECTS for h in hrefs):
-                        problems.append(f"search for {SEARCH_TERM!r} does not list {SEARCH_EXPECTS} (got {hrefs[:5]})")
+                    if not any(h.split("#")[0] == expects for h in hrefs):
+                        problems.append(f"search for {term!r} does not list {expects} (got {hrefs[:5]})")
                 ctx.close()
         finally:
             browser.close()

@@ -12,14 +12,16 @@ chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" pa
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import logging
 import time
 from pathlib import Path
 
@@ -62,6 +64,11 @@ def _cells(nb) -> list:
     return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
 
 
+# Progress bars in executed chapters refresh at most this often (seconds). tqdm reads its
+# TQDM_* variables when it is imported, so they are set for the kernel, not in the chapter.
+KERNEL_ENV = {"TQDM_MININTERVAL": "30", "TQDM_MAXINTERVAL": "120"}
+
+
 def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True) -> dict:
     """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}."""
     out_nb = out_dir / "notebooks" / f"{name}.ipynb"
@@ -69,14 +76,92 @@ def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, l
     t0 = time.time()
     status, error = "ok", None
     print(f"[book] {name}: running at budget={budget} ...", flush=True)
+    parameters = {"budget": budget, **(params or {})}
+    saved = {k: os.environ.get(k) for k in KERNEL_ENV}
+    os.environ.update({k: os.environ.get(k) or v for k, v in KERNEL_ENV.items()})  # the kernel inherits them
     try:
-        pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters={"budget": budget, **(params or {})},
+        pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters=parameters,
                             kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False)
     except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
         status, error = "failed", f"{type(e).__name__}: {str(e)[:2000]}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if out_nb.exists():
+        prepare_for_book(out_nb, parameters)
     wall = time.time() - t0
     print(f"[book] {name}: {status} in {wall:.1f} s", flush=True)
     return {"chapter": name, "status": status, "wall_s": round(wall, 1), "error": error}
+
+
+def prepare_for_book(path: Path, parameters: dict) -> None:
+    """Make an executed chapter read well in the book: papermill's injected-parameters cell
+    is removed (tag remove-cell) and its values shown as a one-line banner under the title,
+    and `{{ name }}` in Markdown cells (figure captions: "at budget {{ budget }}") becomes
+    the parameter's value. The chapter's .py/.ipynb sources keep the placeholders."""
+    nb = nbformat.read(str(path), as_version=4)
+    shown = {**{c: v for c, v in _defaults(nb).items()}, **parameters}
+    code = code_version()
+    banner = (f"\n\n*Built at budget **{shown.get('budget')}**, seed {shown.get('seed', 0)}, git "
+              f"`{code['git'][:7]}`{' + local changes' if code['dirty'] else ''}, {time.strftime('%Y-%m-%d')}.*")
+    titled = False
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        if cell.cell_type != "markdown":
+            continue
+        for k, v in shown.items():
+            cell.source = re.sub(r"\{\{\s*" + re.escape(k) + r"\s*\}\}", str(v), cell.source)
+        if not titled and cell.source.lstrip().startswith("# "):
+            cell.source = cell.source.rstrip() + banner
+            titled = True
+    nbformat.write(nb, str(path))
+
+
+def _defaults(nb) -> dict:
+    """The chapter's default parameters: simple `name = literal` lines of its parameters cell."""
+    out = {}
+    for cell in nb.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            for line in cell.source.splitlines():
+                m = re.match(r"^(\w+)\s*=\s*([^#]+?)\s*(#.*)?$", line)
+                if m:
+                    try:
+                        out[m.group(1)] = ast.literal_eval(m.group(2))
+                    except (ValueError, SyntaxError):
+                        pass
+    return out
+
+
+def benchmark_summary() -> list[str]:
+    """Markdown lines for the run report: each benchmark result file and its key numbers."""
+    bench = REPO_ROOT / "benchmarks" / "results"
+    lines = []
+    lp = bench / "longppl.json"
+    if lp.exists():
+        r = json.loads(lp.read_text())["ratios"]
+        lines.append(f"- `benchmarks/results/longppl.md`: nblib's LongPPL against the reference implementation's "
+                     f"way, same numbers; annotate {r['annotate']['wall']:.2f}x faster with "
+                     f"{r['annotate']['memory']:.1f}x less peak memory, evaluate {r['evaluate']['wall']:.2f}x faster "
+                     f"with {r['evaluate']['memory']:.1f}x less.")
+    tt = bench / "train_throughput.json"
+    if tt.exists():
+        d = json.loads(tt.read_text())
+        rows = d.get("rows", [])
+        ratio = [r.get("ours_vs_plain") for r in rows if isinstance(r, dict) and r.get("ours_vs_plain") is not None]
+        lines.append(f"- `benchmarks/results/train_throughput.md`: the trainer at every toy scale; MFU at the "
+                     f"largest scale {100 * d['largest_scale_mfu']:.1f}% (goal: {d.get('goal', '')})"
+                     + (f"; {min(ratio):.2f}-{max(ratio):.2f}x a plain training loop." if ratio else "."))
+    probe = bench / "toy_design_probe.jsonl"
+    if probe.exists():
+        n = sum(1 for line in probe.read_text().splitlines() if line.strip())
+        lines.append(f"- `benchmarks/results/toy_design_probe.jsonl`: {n} probes behind the toy budget "
+                     f"(chapter 2, \"The toy budget: how it was chosen\").")
+    return lines
 
 
 def run_report(times: list[dict], budget: str) -> str:
@@ -92,9 +177,10 @@ def run_report(times: list[dict], budget: str) -> str:
     ]
     lines += [f"| {t['chapter']} | {t['status']} | {t['wall_s']:.1f} | {t['wall_s'] / 60:.1f} |" for t in times]
     lines += [f"| **total** | | **{total:.1f}** | **{total / 60:.1f}** |", ""]
-    bench = REPO_ROOT / "benchmarks" / "results"
-    if bench.exists() and any(bench.glob("*.md")):
-        lines += ["## Benchmarks", "", "Results files written by `benchmarks/` (see the introduction).", ""]
+    bench = benchmark_summary()
+    if bench:
+        lines += ["## Benchmarks", "", "Result files written by `benchmarks/` (the introduction shows them whole):",
+                  "", *bench, ""]
     return "\n".join(lines)
 
 
@@ -222,6 +308,31 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
     return check_site(html, names, figs)
 
 
+def browser_check(html: Path, screenshots: Path) -> list[str]:
+    """book/browser_check.py in headless Chromium: what a reader meets in the built site
+    (console errors, search, alt text, phone width, progress spam), with screenshots. Skipped
+    with a message when Chromium or Playwright is missing."""
+    sys.path.insert(0, str(BOOK))  # book/browser_check.py is a script beside the book, not part of nblib
+    try:
+        import browser_check as bc
+    finally:
+        sys.path.pop(0)
+    chromium = bc.find_chromium()
+    if chromium is None:
+        print("[book] browser check skipped: no chromium on PATH (Debian: apt-get install chromium)", flush=True)
+        return []
+    try:
+        import playwright  # noqa: F401  (optional: the browser driver, in requirements.txt)
+    except ImportError:
+        print("[book] browser check skipped: the playwright package is not installed (make setup)", flush=True)
+        return []
+    t0 = time.time()
+    problems = bc.check_book_in_browser(html, screenshots, chromium)
+    print(f"[book] browser check ({chromium}): {len(problems)} problem(s) in {time.time() - t0:.1f} s; "
+          f"screenshots in {screenshots}", flush=True)
+    return problems
+
+
 def _log_cell_outputs(out_dir: Path) -> None:
     """Stream every executed cell's output to stdout and to <out>/book.log (papermill logs
     them at INFO level), so long chapters show progress and leave a readable log."""
@@ -270,6 +381,7 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
         stage_book(out_dir, run_report(times, budget))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
+        problems += browser_check(html, out_dir / "screenshots")
         for p in problems:
             print(f"[book] site problem: {p}", file=sys.stderr)
         if problems:

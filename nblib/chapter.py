@@ -9,15 +9,17 @@ store, time itself, and save figures under figures/<chapter>/.
 
 from __future__ import annotations
 
-import os
 import time
 
 import matplotlib.pyplot as plt
-from IPython.display import Image, Markdown, display
+from IPython.display import Image, display
+from markdown_it import MarkdownIt
 
 from nblib.budgets import BudgetError, check_scale, get_budget
 from nblib.figures import save_figure, save_table
 from nblib.runstore import RunStore
+
+_MD = MarkdownIt("commonmark").enable("table")
 
 
 class Chapter:
@@ -38,9 +40,6 @@ class Chapter:
                               f"integers >= 2")
         self.n_boot = n_boot or self.budget.n_boot  # bootstrap refits behind intervals
         self.params = params
-        # Executed notebooks keep every progress-bar refresh; refresh rarely (tqdm reads TQDM_*).
-        os.environ.setdefault("TQDM_MININTERVAL", "20")
-        os.environ.setdefault("TQDM_MAXINTERVAL", "60")
         self.store = RunStore(run_root or None)
         self.t0 = time.time()
         self.figures: list = []
@@ -62,8 +61,9 @@ class Chapter:
 
     @staticmethod
     def markdown(text: str) -> None:
-        """Show computed text (a chapter's conclusions, a table) as Markdown."""
-        display(Markdown(text))
+        """Show computed text (a chapter's conclusions, a table) as Markdown: Jupyter renders
+        the Markdown, the book the same text as HTML (markdown-it, with tables)."""
+        display({"text/markdown": text, "text/html": _MD.render(text)}, raw=True)
 
     @property
     def elapsed(self) -> float:

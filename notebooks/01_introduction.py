@@ -26,12 +26,12 @@
 #    $$\log(\mathrm{LongPPL}) = \frac{A}{N^{\alpha}} + \frac{B_s}{D_s^{\beta_s}} + \frac{B_l}{D_l^{\beta_l}} + C,$$
 #
 #    fitted on 109 Linear-Decay runs at five scales, and it extrapolates to held-out scales
-#    ($R^2 > 0.95$, MAPE < 2%). Chapter 3.
+#    ($R^2 > 0.95$, MAPE < 2%). [Chapter 3](03_scaling_law.ipynb).
 # 2. *Monitoring.* Constant-Last4 (train LCCP at a constant learning rate, evaluate the
 #    average of the last four checkpoints) tracks the budget-matched Linear-Decay run, and
-#    with Eq. 2 early checkpoints predict a trajectory's future. Chapter 4.
+#    with Eq. 2 early checkpoints predict a trajectory's future. [Chapter 4](04_constant_last4.ipynb).
 # 3. *Validating.* The LongPPL gains carry over to RULER, to 128K context extension and to
-#    SFT. Chapter 5 (not built yet).
+#    SFT. [Chapter 5](05_downstream.ipynb) (not built yet).
 #
 # **"GPT-2 (124M) to Gemma 3-style (113M), Part 2"** (below, *the Gemma blog*) compares a GPT-2 (Model A)
 # and a Gemma 3-style model (Model B) at inference time: the KV cache and its benchmark, how
@@ -66,7 +66,7 @@ ch = Chapter("01_introduction", budget=budget, seed=seed, run_root=run_root)
 # (`nblib/budgets.py`). `full` carries the paper's numbers; `toy` and `smoke` are
 # scaled-down analogues: small models on real text (the Python standard library's
 # sources, in a 1,024-entry BPE), with the paper's ratios between stages and a compressed
-# span of model sizes (chapter 2 shows why).
+# span of model sizes ([chapter 2](02_setup.ipynb) shows why).
 
 # %%
 rows = []
@@ -87,8 +87,8 @@ budgets_table = pd.DataFrame(rows).set_index("budget")
 budgets_table
 
 # %% [markdown]
-# The toy grid uses the paper's $D_s/N$ and $D_l/N$ multiples divided by five, so that the 100+ runs of Chapter 3 train on two CPU
-# cores in minutes. The paper's model sizes are listed below next to ours; our full-budget
+# The toy grid uses a tenth of the paper's $D_s/N$ and $D_l/N$ multiples, so that the 100+
+# runs of [Chapter 3](03_scaling_law.ipynb) train on two CPU cores in minutes. The paper's model sizes are listed below next to ours; our full-budget
 # shapes are our own (the paper gives only $N$) and land within 1% of it.
 
 # %%
@@ -132,13 +132,13 @@ pm
 # `benchmarks/results/`; this table reads those files (it does not rerun them).
 
 # %%
-from IPython.display import Markdown, display
+import re
 
 from nblib.provenance import REPO_ROOT
 
 reports = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.md"))
-for path in reports:
-    display(Markdown(f"**`benchmarks/results/{path.name}`**\n\n" + path.read_text()))
+for path in reports:  # each report's own headings become small subheadings here
+    ch.markdown(f"**`benchmarks/results/{path.name}`**\n\n" + re.sub(r"(?m)^#+ ", "#### ", path.read_text()))
 if not reports:
     print("no benchmark results yet: run the scripts in benchmarks/")
 

@@ -29,7 +29,7 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import HTML, Markdown, display
+from IPython.display import HTML, display
 
 from nblib import experiments, findings, grid
 from nblib.chapter import Chapter
@@ -104,7 +104,7 @@ budgets
 # At `toy` the models must be small enough to train the whole grid on two CPU cores, yet
 # able to *use* a long context, or LongPPL has nothing to measure. An earlier toy budget
 # (byte tokens, models of 7K-170K parameters, S1 with one head of size 16) failed that test:
-# loss by position was flat or rising past the 32-byte local chunk, and chapter 3's law did
+# loss by position was flat or rising past the 32-byte local chunk, and [chapter 3](03_scaling_law.ipynb)'s law did
 # not extrapolate (held-out R² 0.02 and -6.05). Each lever below was measured with
 # `benchmarks/toy_design_probe.py`, which trains a short-context model and an LCCP
 # continuation through the real run store and trainer, then measures loss by position on
@@ -139,20 +139,34 @@ ch.markdown(findings.toy_levers_markdown(probe_table))
 #
 # The paper's reference is Llama-3.1-8B at a 4K chunk of 32K sequences. Here, at the toy
 # budget, the reference is a larger model than any evaluated one, trained directly at the
-# long context (its training curve is below), and the chunk is 1/8 of the long context, as
-# 4K is of 32K.
+# long context (its training curve is {numref}`fig-reference-training`), and the chunk is
+# 1/8 of the long context, as 4K is of 32K.
 
 # %%
 ev = Evaluator.build(b, ch.store)
 spec = b.longppl
 print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, sliding_window {spec.sliding_window}")
+
+# %% tags=["remove-output"]
+#| label: cell-reference-training
+fig, ax = plt.subplots(figsize=(5, 3))
 if b.reference["kind"] == "nblib":
     ref_run = ch.store.run(grid.reference_config(b))
     m = ref_run.metrics()
-    fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot(m["tokens"], m["loss"], lw=1)
     ax.set(xlabel="tokens", ylabel="train loss (nats/token)", title="LongPPL reference model")
-    ch.save_figure(fig, "figA1_reference_training", runs=[ref_run])
+else:
+    ref_run = None
+    ax.text(0.5, 0.5, f"the reference is a pretrained model\n({b.reference['path']})", ha="center",
+            transform=ax.transAxes)
+ch.save_figure(fig, "figA1_reference_training", runs=[ref_run] if ref_run else [])
+
+# %% [markdown]
+# :::{figure} #cell-reference-training
+# :label: fig-reference-training
+# Training loss of the LongPPL reference model against tokens seen, at budget {{ budget }}
+# (trained here at the long context; at `full` the reference is a pretrained model).
+# :::
 
 # %% [markdown]
 # **Table 2** (statistics of the PPL test set). The paper reports 1.42% long key tokens and
@@ -161,9 +175,10 @@ if b.reference["kind"] == "nblib":
 # %%
 stats = testset_stats(ev.annotation, texts=ev.texts, tokenizer=ev.tokenizer, max_len=b.long_seq_len)
 _ = ch.save_table(pd.DataFrame([{k: v for k, v in stats.items() if not isinstance(v, dict)}]), "table02_test_set")
-display(Markdown(format_testset_stats(stats)))
+ch.markdown(format_testset_stats(stats))
 
-# %%
+# %% tags=["remove-output"]
+#| label: cell-key-tokens
 pt = ev.annotation.per_token()
 fig, ax = plt.subplots(figsize=(6, 4))
 other = ~(pt["long"] | pt["short"])
@@ -178,6 +193,14 @@ ax.legend(markerscale=4, loc="upper right")
 ch.save_figure(fig, "figA1_key_token_selection")
 
 # %% [markdown]
+# :::{figure} #cell-key-tokens
+# :label: fig-key-tokens
+# Key-token selection (App. A.1) at budget {{ budget }}: every scored token of the test set by
+# its full-context loss $\ell^{full}$ and its loss gap $\Delta$; long key tokens (red) have
+# $\ell^{full} < 2$ and $\Delta > 2$, short key tokens (blue) $\ell^{full} < 2$ and
+# $\Delta < 0$ (dashed lines: the thresholds).
+# :::
+#
 # One test document with its long key tokens (red) and short key tokens (blue). The long
 # ones are mostly the continuations of names defined earlier in the file: exactly the
 # tokens only distant context can predict.
@@ -194,7 +217,8 @@ display(HTML(highlight_html(ev.texts[doc], ev.annotation.intervals("long")[doc],
 #   9's buckets (with the natural shares at toy, for the reason above).
 # - Five scales keep the paper's ratios of $N$; budgets are whole optimizer steps.
 # - LongPPL and ShortPPL are defined by a reference model's key tokens, stored as character
-#   spans; the same annotation serves every model in Chapters 3 and 4.
+#   spans; the same annotation serves every model in [Chapter 3](03_scaling_law.ipynb) and
+#   [Chapter 4](04_constant_last4.ipynb).
 
 # %%
 ch.done()

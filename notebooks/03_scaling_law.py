@@ -18,13 +18,16 @@
 #
 # **The claim.** After long-context continual pre-training with a Linear-Decay schedule,
 #
-# $$\log(\mathrm{LongPPL}) = \frac{A}{N^{\alpha}} + \frac{B_s}{D_s^{\beta_s}} + \frac{B_l}{D_l^{\beta_l}} + C \qquad (1)$$
+# $$
+# \log(\mathrm{LongPPL}) = \frac{A}{N^{\alpha}} + \frac{B_s}{D_s^{\beta_s}} + \frac{B_l}{D_l^{\beta_l}} + C
+# $$ (eq-law)
 #
 # fits 109 configurations (five scales; a 5x5 grid of short-stage budgets $D_s$ and LCCP
 # budgets $D_l$ at S1-S4; nine S5 configurations) and predicts held-out scales: fitted on
 # S1-S3 it predicts S4, fitted on S1-S4 it predicts S5, with $R^2 > 0.95$ and MAPE < 2% in
 # log(LongPPL) space. Alternatives (no offset, a combined budget $D_s + D_l$, effective
-# data, interaction terms) extrapolate worse (Table 3).
+# data, interaction terms) extrapolate worse (Table 3). [Chapter 2](02_setup.ipynb) sets up
+# the data, the models and the metric.
 
 # %% tags=["parameters"]
 budget = "toy"  # smoke | toy | full
@@ -73,10 +76,11 @@ table.groupby("scale")[["longppl", "shortppl"]].describe().round(3)
 # %% [markdown]
 # ## Fig. 2: the trends
 #
-# Varying one budget while the model size and the other budget stay fixed. Both trends
-# should look like power-law decay towards an offset.
+# Varying one budget while the model size and the other budget stay fixed
+# ({numref}`fig-trends`). Both trends should look like power-law decay towards an offset.
 
-# %%
+# %% tags=["remove-output"]
+#| label: cell-trends
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
 colors = dict(zip(SCALES, plt.cm.viridis(np.linspace(0, 0.9, len(SCALES)))))
 for scale, g in table.groupby("scale"):
@@ -92,17 +96,28 @@ fig.suptitle("Fig. 2: log(LongPPL) against the short-context and LCCP budgets")
 ch.save_figure(fig, "fig02_trends", runs=runs)
 
 # %% [markdown]
+# :::{figure} #cell-trends
+# :label: fig-trends
+# The paper's Fig. 2 at budget {{ budget }}: log(LongPPL) of the Linear-Decay runs against the
+# short-context budget $D_s$ (left, $D_l$ at its largest) and the LCCP budget $D_l$ (right,
+# $D_s$ at its largest), one line per scale S1-S4.
+# :::
+
+# %% [markdown]
 # ## Fig. 3: fit and held-out-scale extrapolation
 #
 # The fit follows App. A.5: Huber loss (`f_scale` 0.05) on log(LongPPL) with variables
 # normalised as $N/10^8$ and $D/10^9$; a one-sided penalty $[\max(\beta-\bar\beta, 0)]^2$
 # on $\beta_s, \beta_l$ whose thresholds are the medians of per-slice fits
 # $y = b D^{-\beta} + c$ on the training split; multi-start from a grid, then L-BFGS-B.
-# The held-out scale is used only for evaluation.
+# The held-out scale is used only for evaluation ({numref}`fig-parity`).
 
 # %%
 splits = {"S1-S3 → S4": (["S1", "S2", "S3"], ["S4"]), "S1-S4 → S5": (["S1", "S2", "S3", "S4"], ["S5"])}
 holdout = scaling.holdout_evals(table, splits)
+
+# %% tags=["remove-output"]
+#| label: cell-parity
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
 for ax, (name, res) in zip(axes, holdout.items()):
     train_rows = table[table.scale.isin(splits[name][0])]
@@ -112,6 +127,16 @@ for ax, (name, res) in zip(axes, holdout.items()):
            diagonal=(table["y"].min(), table["y"].max()))
 fig.suptitle("Fig. 3: scale-extrapolation parity plots (Eq. 1, Linear-Decay)")
 ch.save_figure(fig, "fig03_parity", runs=runs)
+
+# %% [markdown]
+# :::{figure} #cell-parity
+# :label: fig-parity
+# The paper's Fig. 3 at budget {{ budget }}: log(LongPPL) predicted by {eq}`eq-law` against the
+# measured value, fitted on S1-S3 and scored on S4 (left), fitted on S1-S4 and scored on S5
+# (right); grey: the fitted scales, red: the held-out one, dashed: $y = x$.
+# :::
+
+# %%
 pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
                "R² (paper)": TABLE3_LD["additive"][0 if "S4" in n[-2:] else 2],
                "MAPE % (paper)": TABLE3_LD["additive"][1 if "S4" in n[-2:] else 3]} for n, r in holdout.items()]).round(4)
@@ -134,7 +159,7 @@ table11.round(6)
 # ## Table 3: alternative formulations
 #
 # Every variant is fitted with the same data, splits, weighting, regulariser and
-# multi-start as Eq. 1 and judged on the held-out scales only.
+# multi-start as {eq}`eq-law` and judged on the held-out scales only.
 
 # %%
 table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD)
@@ -145,7 +170,8 @@ table3.round(4)
 # ## Fig. 9: where the fitted law stops making sense
 #
 # The offset $C$ is negative in the paper (-0.60 and -0.82), so the law must cross
-# log(LongPPL) = 0 somewhere; Fig. 9 shows where, for the S1-S4 fit. The paper's crossing at
+# log(LongPPL) = 0 somewhere; the paper's Fig. 9 ({numref}`fig-zero-contours` here) shows
+# where, for the S1-S4 fit. The paper's crossing at
 # $N$ = 10B with $D_s = D_l$ is about 11.0T tokens per stage. We scale $N$ by the same factor
 # relative to our S5 (10B / 821M).
 
@@ -154,6 +180,9 @@ fit14 = holdout["S1-S4 → S5"].fit
 c_ours = fit14.absolute_params()["C"]
 print(f"offset C of the S1-S4 fit: {c_ours:.3f} (paper, Linear-Decay: {OFFSET_C['LD'][1]})")
 n5 = b.n_params("S5")
+
+# %% tags=["remove-output"]
+#| label: cell-zero-contours
 fig, ax = plt.subplots(figsize=(6, 4.5))
 for mult in (12.2, 100, 1000):
     cont = scaling.zero_contour_ds_dl(fit14, mult * n5)
@@ -167,6 +196,15 @@ if ax.lines:
 else:
     ax.text(0.5, 0.5, "no finite zero crossing\n(the prediction stays > 0)", ha="center", transform=ax.transAxes)
 ch.save_figure(fig, "fig09_zero_contours", runs=runs)
+
+# %% [markdown]
+# :::{figure} #cell-zero-contours
+# :label: fig-zero-contours
+# The paper's Fig. 9 at budget {{ budget }}: the $(D_s, D_l)$ curves where the S1-S4 fit of
+# {eq}`eq-law` predicts log(LongPPL) = 0, for three model sizes (multiples of our S5).
+# :::
+
+# %%
 cross = scaling.zero_crossing_equal_budget(fit14, 12.2 * n5)
 print(f"Ds = Dl zero crossing at N = 12.2 x S5: {cross:.3g} tokens per stage, {cross / table.Dl.max():.3g}x the "
       f"largest Dl in the fit (paper at 10B: {ZERO_CROSSING_10B['LD']:.3g}, about 900x its largest Dl)")
@@ -190,8 +228,9 @@ print(out.stdout[-3000:] or out.stderr[-3000:])
 # The same law and procedure, fitted to log(ShortPPL) instead (the tokens that do *not*
 # need distant context): if this fits well while LongPPL does not, the fitting machinery
 # is sound and the limit is in what the toy models learn about distant context. The
-# second cell measures that directly: a model's mean loss by position on the test
-# documents; a model that uses distant context keeps improving at late positions.
+# second cell measures that directly ({numref}`fig-position-loss`): a model's mean loss by
+# position on the test documents; a model that uses distant context keeps improving at
+# late positions.
 
 # %%
 short_table = table.assign(longppl=table["shortppl"])  # the fitter reads the `longppl` column
@@ -204,6 +243,12 @@ t, L = b.longppl.trunc_len, b.long_seq_len
 edges = tuple(sorted({0, t // 2, t, 2 * t, L // 2, L}))
 models = experiments.context_use_models(b, ch.store)
 pos = position_loss_table(models, ev.texts, ev.tokenizer, L, edges)
+# the test: mean loss in the last half of the context against the first local chunk
+uses_context = context_use_table(models, ev.texts, ev.tokenizer, L, t)
+pos.round(3)
+
+# %% tags=["remove-output"]
+#| label: cell-position-loss
 fig, ax = plt.subplots(figsize=(6, 4))
 for name, r in pos.iterrows():
     ax.plot(range(len(r)), r.values, "o-", label=name)
@@ -211,9 +256,15 @@ ax.set(xticks=range(pos.shape[1]), xticklabels=pos.columns, xlabel="token positi
        title=f"Loss by position (local chunk = {t} tokens)")
 ax.legend(fontsize=7)
 ch.save_figure(fig, "figA_position_loss", runs=runs)
-# the test: mean loss in the last half of the context against the first local chunk
-uses_context = context_use_table(models, ev.texts, ev.tokenizer, L, t)
-pos.round(3)
+
+# %% [markdown]
+# :::{figure} #cell-position-loss
+# :label: fig-position-loss
+# Beyond the paper, at budget {{ budget }}: mean next-token loss on the test documents by
+# position bucket, for the Linear-Decay run with the largest budgets at each scale and for
+# the LongPPL reference; a model that uses distant context keeps falling after the local
+# chunk.
+# :::
 
 # %%
 uses_context.round(3)
@@ -223,11 +274,16 @@ uses_context.round(3)
 # tokens, repeated. The first copy is unpredictable (about ln V nats a token); a model that
 # looks back and copies predicts the second. The copy gain is the loss on the first copy
 # minus the loss on the second, at several distances (the segment length); the curve on the
-# right is the per-position loss at distance 64, the distance just past two local chunks.
+# right is the per-position loss at distance 64, the distance just past two local chunks
+# ({numref}`fig-copy-probe`).
 
 # %%
 seg_lens = [s for s in (8, 16, 32, 64, 128) if 2 * s <= L]
 copy = copy_gain_table(models, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, seg_lens)
+copy.round(3)
+
+# %% tags=["remove-output"]
+#| label: cell-copy-probe
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for name, r in copy.iterrows():
     axes[0].plot(seg_lens, r.values, "o-", label=name)
@@ -241,16 +297,24 @@ axes[1].axvline(d - 1, ls=":", c="k", lw=0.8)
 axes[1].set(xlabel="position", ylabel="mean NLL (nats)", title=f"Loss along a {d}-token segment, repeated")
 axes[0].legend(fontsize=7)
 ch.save_figure(fig, "figA_copy_probe", runs=runs)
-copy.round(3)
+
+# %% [markdown]
+# :::{figure} #cell-copy-probe
+# :label: fig-copy-probe
+# Beyond the paper, at budget {{ budget }}: the copy gain (loss on the first copy of a random
+# segment minus loss on the repeat) against the distance between the copies (left; 1 nat:
+# dashed), and the loss along a segment and its repeat (right; dotted: where the repeat
+# starts).
+# :::
 
 # %% [markdown]
 # ## What we see
 #
 # The numbers above are this budget's; the paper's are printed next to them. At `toy` the
 # models have 19K-131K non-embedding parameters and train for minutes on two CPU cores
-# (chapter 2 shows how that budget was chosen), so read the comparison for its shape, not
+# ([chapter 2](02_setup.ipynb) shows how that budget was chosen), so read the comparison for its shape, not
 # its digits: whether the models use context past the local chunk at all, whether
-# log(LongPPL) falls with $N$, $D_s$ and $D_l$, whether Eq. 1 fitted on smaller scales
+# log(LongPPL) falls with $N$, $D_s$ and $D_l$, whether {eq}`eq-law` fitted on smaller scales
 # predicts the larger ones, and whether the alternatives extrapolate worse. The cell below
 # states, from the numbers computed in this run, which of these hold here.
 

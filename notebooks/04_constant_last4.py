@@ -18,13 +18,21 @@
 #
 # **The claims.** (i) Raw checkpoints of a constant-learning-rate LCCP run are noisy and
 # worse than a budget-matched Linear-Decay run; averaging the last four checkpoints
-# (Last4) recovers most of the gap, about as well as fancier merges (Fig. 4a), and across
-# all S4 configurations Constant-Last4 matches Linear-Decay closely (Fig. 4b, CCC).
-# (ii) Eq. 1 fits Constant-Last4 data and, fitted on S1-S4, predicts the whole S5
-# trajectory (Fig. 5, Table 4). (iii) With $N$ and $D_s$ fixed, Eq. 2,
-# $\log(\mathrm{LongPPL}) = B_l/D_l^{\beta_l} + C'$, fitted on an early prefix predicts the
-# rest of the trajectory (Fig. 6). (iv) Last4 is insensitive to checkpoint spacing (Fig. 11,
-# Table 12), and LongPPL improves 2-3x faster than ShortPPL (Fig. 17).
+# (Last4) recovers most of the gap, about as well as fancier merges (the paper's Fig. 4a,
+# {numref}`fig-observation-rules` here), and across all S4 configurations Constant-Last4
+# matches Linear-Decay closely (Fig. 4b, CCC; {numref}`fig-protocols-s4`). (ii) Eq. 1 of
+# [Chapter 3](03_scaling_law.ipynb) fits Constant-Last4 data and, fitted on S1-S4, predicts the
+# whole S5 trajectory (Fig. 5, Table 4; {numref}`fig-cl4-fit`). (iii) With $N$ and $D_s$
+# fixed, Eq. 2,
+#
+# $$
+# \log(\mathrm{LongPPL}) = \frac{B_l}{D_l^{\beta_l}} + C',
+# $$ (eq-prefix)
+#
+# fitted on an early prefix predicts the rest of the trajectory (Fig. 6;
+# {numref}`fig-prefix-fits`). (iv) Last4 is insensitive to checkpoint spacing (Fig. 11,
+# Table 12; {numref}`fig-spacing-ablation`), and LongPPL improves 2-3x faster than ShortPPL
+# (Fig. 17; {numref}`fig-elasticity-ratio`).
 #
 # That is the decision this chapter informs: keep training or stop.
 
@@ -61,7 +69,7 @@ print(f"trajectory at {scale}; joint fits on {fit_scales}")
 # ## The runs
 #
 # Constant-LR LCCP trajectories start from the same short-context checkpoints as the
-# Linear-Decay runs of Chapter 3 and save a raw checkpoint every $1N$ of LCCP tokens (scaled
+# Linear-Decay runs of [Chapter 3](03_scaling_law.ipynb) and save a raw checkpoint every $1N$ of LCCP tokens (scaled
 # like every other multiple at this budget). At S1-S4 every $D_s$ gets
 # `n_constant_seeds` independent trajectories (different data order) to the largest $D_l$;
 # the long trajectory at the chosen scale starts from the largest $D_s$ and runs to 120N.
@@ -79,9 +87,11 @@ all_runs = sorted(set(const.run) | set(ld.run) | {traj.hash})
 # %% [markdown]
 # ## Fig. 10: the weight profiles being compared
 #
-# Checkpoint weights on a 25-checkpoint pool, oldest to newest (App. B, Eqs. 3-7).
+# Checkpoint weights on a 25-checkpoint pool, oldest to newest (App. B, Eqs. 3-7;
+# {numref}`fig-weight-profiles`).
 
-# %%
+# %% tags=["remove-output"]
+#| label: cell-weight-profiles
 K = 25
 fig, ax = plt.subplots(figsize=(6, 3.5))
 it = np.arange(1, K + 1)
@@ -94,6 +104,13 @@ ax.legend(fontsize=8)
 ch.save_figure(fig, "fig10_weight_profiles")
 
 # %% [markdown]
+# :::{figure} #cell-weight-profiles
+# :label: fig-weight-profiles
+# The paper's Fig. 10: the weight each merging rule gives to each of 25 checkpoints, oldest to
+# newest (LastM, Eq. 4; 1-Sqrt, Eqs. 5-6; EMA, Eq. 7). The same at every budget.
+# :::
+
+# %% [markdown]
 # ## Fig. 4a: observation rules on one S4 trajectory
 #
 # The pool: 25 checkpoints spaced $2N$ up to the largest $D_l$ of the S4 trajectory with the
@@ -104,6 +121,9 @@ ch.save_figure(fig, "fig10_weight_profiles")
 s4_run = ch.store.run(grid.lccp_constant(b, "S4", b.ds_multiples[-1], b.dl_multiples[-1], 0))
 rules = experiments.observation_rules(ev, s4_run, b.dl_multiples[-1], b.s4_pool_ckpt_every)
 ld_ref = ld[(ld.scale == "S4") & (ld.ds_mult == b.ds_multiples[-1]) & (ld.dl_mult == b.dl_multiples[-1])].iloc[0]
+
+# %% tags=["remove-output"]
+#| label: cell-observation-rules
 fig, ax = plt.subplots(figsize=(6.5, 4.5))
 for _, r in rules.iterrows():
     ax.scatter(r.shortppl, r.longppl, s=30)
@@ -113,6 +133,16 @@ ax.set(xlabel="ShortPPL", ylabel="LongPPL", title=f"Fig. 4a: observation rules (
        f"Dl={b.dl_multiples[-1]}N)")
 ax.legend()
 ch.save_figure(fig, "fig04a_observation_rules", runs=[s4_run, ld_ref.run])
+
+# %% [markdown]
+# :::{figure} #cell-observation-rules
+# :label: fig-observation-rules
+# The paper's Fig. 4a at budget {{ budget }}: LongPPL against ShortPPL of every App. B rule on
+# one S4 Constant trajectory's pool of 25 checkpoints, and of the budget-matched Linear-Decay
+# run (star).
+# :::
+
+# %%
 rules.assign(gap_to_LD=rules.longppl - ld_ref.longppl).round(4)
 
 # %% [markdown]
@@ -132,6 +162,9 @@ ch.markdown(findings.observation_gap_markdown(rules, ld_ref.longppl))
 # %%
 s4 = experiments.protocols_at_scale(const, ld, "S4")
 ccc = experiments.protocol_agreement(s4)
+
+# %% tags=["remove-output"]
+#| label: cell-protocols-s4
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
 for ax, metric in zip(axes, ("shortppl", "longppl")):
     for rule, color in (("raw", "tab:orange"), ("last4", "tab:blue")):
@@ -144,6 +177,16 @@ for ax, metric in zip(axes, ("shortppl", "longppl")):
     ax.legend(fontsize=8)
 fig.suptitle("Fig. 4b: protocols across the 25 S4 configurations")
 ch.save_figure(fig, "fig04b_protocols_s4", runs=all_runs)
+
+# %% [markdown]
+# :::{figure} #cell-protocols-s4
+# :label: fig-protocols-s4
+# The paper's Fig. 4b at budget {{ budget }}: Constant-Raw and Constant-Last4 against
+# Linear-Decay at each of the 25 S4 configurations, ShortPPL (left) and LongPPL (right), with
+# Lin's CCC in the legend; dashed: $y = x$.
+# :::
+
+# %%
 ch.save_table(ccc, "fig04b_ccc", runs=all_runs)
 ccc.round(4)
 
@@ -162,6 +205,9 @@ split_a = (fit_scales[:-1], [fit_scales[-1]])
 split_b = (fit_scales, [scale])
 held = scaling.holdout_evals(table_cl4, {"a": split_a, "b": split_b})
 res_a, res_b = held["a"], held["b"]
+
+# %% tags=["remove-output"]
+#| label: cell-cl4-fit
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
 p = res_a.predictions
 parity(axes[0], p.log_longppl, p.pred_log_longppl, size=20,
@@ -179,6 +225,17 @@ axes[2].set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)",
 axes[2].legend(fontsize=8)
 fig.suptitle("Fig. 5: Eq. 1 under Constant-Last4")
 ch.save_figure(fig, "fig05_cl4_fit", runs=all_runs)
+
+# %% [markdown]
+# :::{figure} #cell-cl4-fit
+# :label: fig-cl4-fit
+# The paper's Fig. 5 at budget {{ budget }}: {eq}`eq-law` fitted to Constant-Last4 data. Left:
+# S1-S3 → S4 parity; middle: the S4 absolute percent error by $(D_s, D_l)$; right: the long
+# trajectory's Last4 points against the S1-S4 fit's prediction, far past the largest fitted
+# $D_l$ (dotted).
+# :::
+
+# %%
 print(f"paper: S4 R² {TABLE4_CL4['additive'][0]}, MAPE {TABLE4_CL4['additive'][1]}%; "
       f"S5 trajectory R² {TABLE4_CL4['additive'][2]}, MAPE {TABLE4_CL4['additive'][3]}%")
 
@@ -199,6 +256,9 @@ tl = tl4.sort_values("Dl")
 y_all, dl_all = np.log(tl.longppl.to_numpy()), tl.Dl.to_numpy(float)
 prefixes = [b.multiple_scale * m for m in (20, 40, 60)]
 prefix_errors, prefix_fits = scaling.prefix_forecast(dl_all, y_all, tl.dl_mult, prefixes)
+
+# %% tags=["remove-output"]
+#| label: cell-prefix-fits
 fig, ax = plt.subplots(figsize=(7, 4.5))
 ax.plot(dl_all, y_all, "ko", ms=4, label="measured (Last4)")
 grid_dl = np.geomspace(dl_all.min(), dl_all.max(), 100)
@@ -207,6 +267,15 @@ for pm, f in prefix_fits.items():
 ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)", title=f"Fig. 6: prefix fits of Eq. 2 ({scale})")
 ax.legend(fontsize=8)
 ch.save_figure(fig, "fig06_prefix_fits", runs=[traj])
+
+# %% [markdown]
+# :::{figure} #cell-prefix-fits
+# :label: fig-prefix-fits
+# The paper's Fig. 6 at budget {{ budget }}: {eq}`eq-prefix` fitted to the Last4 points of the
+# long trajectory up to 20N, 40N and 60N (scaled), each extended over the whole trajectory.
+# :::
+
+# %%
 ch.save_table(prefix_errors, "fig06_prefix_errors", runs=[traj])
 prefix_errors.round(3)
 
@@ -222,6 +291,9 @@ targets = [round(k * t, 6) for t in range(20, 121, 10)]
 spacings = [round(k * s, 6) for s in (1, 2, 3, 4, 5)]
 sp = experiments.spacing_ablation(ev, traj, targets, spacings)
 base = sp[sp.protocol == f"Last4({spacings[0]:g}N)"].set_index("target_mult")
+
+# %% tags=["remove-output"]
+#| label: cell-spacing-ablation
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for proto, g in sp.groupby("protocol", sort=False):
     g = g.set_index("target_mult")
@@ -233,6 +305,16 @@ axes[1].set(xlabel="$D_l$ / N", ylabel=f"% difference from Last4({spacings[0]:g}
 axes[0].legend(fontsize=7)
 fig.suptitle("Fig. 11: Last4 window-spacing ablation")
 ch.save_figure(fig, "fig11_spacing_ablation", runs=[traj])
+
+# %% [markdown]
+# :::{figure} #cell-spacing-ablation
+# :label: fig-spacing-ablation
+# The paper's Fig. 11 at budget {{ budget }}: LongPPL of Last4 with checkpoint spacings of 1N-5N
+# (scaled) and of Raw at targets along the long trajectory (a), and each spacing's difference
+# from the 1N default (b).
+# :::
+
+# %%
 table12 = experiments.spacing_means(sp, default=f"Last4({spacings[0]:g}N)")
 ch.save_table(table12.reset_index(), "table12_spacing_means", runs=[traj])
 print(f"paper: mean LongPPL Raw {TABLE12_MEAN_LONGPPL['raw']} vs about {TABLE12_MEAN_LONGPPL['last4']} for every spacing")
@@ -253,6 +335,9 @@ d_meas = tl.Dl.to_numpy(float)
 d_ext = np.geomspace(d_meas.max(), 2 * d_meas.max(), 30)
 r_meas = scaling.elasticity_ratio(f_long, f_short, d_meas)
 r_ext = scaling.elasticity_ratio(f_long, f_short, d_ext)
+
+# %% tags=["remove-output"]
+#| label: cell-elasticity-ratio
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.plot(d_meas, r_meas, "o-", ms=4, c="tab:purple", label="R over the measured range")
 ax.plot(d_ext, r_ext, "--", c="tab:purple", label="fit extended to 2x")
@@ -261,6 +346,16 @@ ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="$R(D_l) = e_{Long} / e_{Sh
        title="Fig. 17: elasticity ratio along the trajectory")
 ax.legend(fontsize=8)
 ch.save_figure(fig, "fig17_elasticity_ratio", runs=[traj])
+
+# %% [markdown]
+# :::{figure} #cell-elasticity-ratio
+# :label: fig-elasticity-ratio
+# The paper's Fig. 17 at budget {{ budget }}: the ratio of LongPPL's to ShortPPL's log-scale
+# elasticity along the long trajectory (solid), and the fits extended to twice the trajectory
+# (dashed); above 1, LongPPL still improves faster.
+# :::
+
+# %%
 print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
       f"(paper: {FIG17_RATIO['5N']} at 5N, {FIG17_RATIO['120N']} at 120N)")
 
@@ -269,7 +364,7 @@ print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
 #
 # `python -m nblib.monitor RUN_DIR` does the above for any constant-LR trajectory: it
 # computes Last4 LongPPL and ShortPPL at each evaluation point (caching what it has already
-# evaluated), fits Eq. 2 with bootstrap intervals, and prints the predicted LongPPL at future
+# evaluated), fits {eq}`eq-prefix` with bootstrap intervals, and prints the predicted LongPPL at future
 # budgets with the marginal gain per extra billion tokens. Here it reads the trajectory
 # above.
 
@@ -280,8 +375,19 @@ cmd = [sys.executable, "-m", "nblib.monitor", str(traj.path), "--eval-every", st
        "--future", str(2 * last), str(4 * last), "--n-boot", str(max(20, ch.n_boot // 2)), "--plot", str(plot)]
 out = subprocess.run(cmd, capture_output=True, text=True)
 print(out.stdout[-4000:] or out.stderr[-4000:])
+
+# %% tags=["remove-output"]
+#| label: cell-monitor
 if plot.exists():
     display(Image(str(plot)))
+
+# %% [markdown]
+# :::{figure} #cell-monitor
+# :label: fig-monitor
+# The monitor's plot at budget {{ budget }}: Last4 LongPPL of the long trajectory so far
+# (black) and the {eq}`eq-prefix` forecast at twice and four times its length, with bootstrap
+# 95% intervals (red).
+# :::
 
 # %% [markdown]
 # ## At the paper's scale
@@ -309,14 +415,23 @@ ch.markdown(findings.constant_last4_findings(s4, ccc, wins, gain, split_a[1][0],
 
 # %% [markdown]
 # Where merging helps: the mean relative LongPPL gain of Last4 over Raw at every scale and
-# LCCP budget (over the $D_s$ budgets and independent trajectories), as a heatmap.
+# LCCP budget, as a heatmap ({numref}`fig-last4-gain`).
 
-# %%
+# %% tags=["remove-output"]
+#| label: cell-last4-gain
 fig, ax = plt.subplots(figsize=(6, 3.2))
 sns.heatmap(100 * gain, annot=True, fmt=".1f", center=0, cmap="RdBu", cbar_kws={"label": "% LongPPL gain"}, ax=ax,
             xticklabels=[f"{c:g}N" for c in gain.columns])
 ax.set(xlabel="$D_l$", ylabel="scale", title="Last4 against Raw: (Raw − Last4) / Raw")
 ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
+
+# %% [markdown]
+# :::{figure} #cell-last4-gain
+# :label: fig-last4-gain
+# Beyond the paper, at budget {{ budget }}: the mean relative LongPPL gain of Last4 over Raw,
+# (Raw − Last4) / Raw in percent, by scale and LCCP budget $D_l$ (over the $D_s$ budgets and
+# independent trajectories); blue: Last4 better.
+# :::
 
 # %%
 ch.done()

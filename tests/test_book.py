@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -449,3 +450,105 @@ def test_book_builds_without_node_on_path_and_with_stdin_closed(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "bundled Node.js v" in proc.stdout and "preflight" in proc.stdout
     assert (out / "_build" / "html" / "index.html").is_file()
+
+
+# --------------------------------------------------------------------------- what readers see
+
+def test_adjacent_progress_streams_merge_into_one_box_with_final_lines(tmp_path):
+    node = cell({"output_type": "stream", "name": "stderr", "text": "grid:  10%|#  | 1/10\r"},
+                {"output_type": "stream", "name": "stderr", "text": "grid:  50%|## | 5/10\r"},
+                {"output_type": "stream", "name": "stderr", "text": "grid: 100%|###| 10/10\n"},
+                {"output_type": "stream", "name": "stderr", "text": "evals: 50%|#\r" + " " * 20 + "\r"},
+                {"output_type": "stream", "name": "stdout", "text": "done\n"})
+    out, _ = html_of(node, tmp_path)
+    assert out.count('class="output stream stderr"') == 1 and out.count('class="output stream stdout"') == 1
+    assert "grid: 100%|###| 10/10" in out and "10%" not in out and "50%" not in out
+    assert "evals" not in out  # a bar that ended cleared (tqdm leave=False) leaves nothing
+
+
+def test_a_box_of_only_cleared_progress_is_not_shown(tmp_path):
+    out, _ = html_of(cell({"output_type": "stream", "name": "stderr", "text": "x: 10%|\r     \r"}), tmp_path)
+    assert "output stream" not in out
+
+
+def test_figure_embedding_a_removed_output_shows_it_once_with_caption_as_alt(tmp_path):
+    png = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}
+    src = cell(png)
+    src["children"][1]["visibility"] = "remove"  # tag remove-output on the plotting cell
+    fig = {"type": "container", "kind": "figure", "html_id": "fig-a", "children": [
+        {"type": "outputs", "visibility": "remove", "children": [{"type": "output", "jupyter_data": png}]},
+        {"type": "caption", "children": [para({"type": "captionNumber", "children": [text("Figure 1:")]},
+                                              text("Loss against tokens at budget toy."))]}]}
+    out, _ = html_of({"type": "root", "children": [src, fig]}, tmp_path)
+    assert out.count("<img") == 1
+    assert 'alt="Loss against tokens at budget toy."' in out and '<figure id="fig-a"' in out
+
+
+def test_outline_and_search_index_from_myst_search_json(tmp_path):
+    site_dir, out = tmp_path / "site", tmp_path / "html"
+    write_site(site_dir, {
+        "index": ("Home", [para(text("welcome"))]),
+        "alpha": ("Alpha", [{"type": "heading", "depth": 2, "html_id": "a1", "children": [text("A1")]},
+                            {"type": "heading", "depth": 3, "html_id": "a2", "children": [text("A2")]}])},
+        extra_pages=[("alpha", "Alpha")])
+    (site_dir / "myst.search.json").write_text(json.dumps({"version": "1", "records": [
+        {"hierarchy": {"lvl1": "Alpha", "lvl2": "A1"}, "content": "LongPPL here", "url": "/alpha#a1", "type": "content"},
+        {"hierarchy": {"lvl1": "Home"}, "content": "welcome", "url": "/", "type": "content"},
+        {"hierarchy": {"lvl1": "Gone"}, "content": "x", "url": "/not-a-page", "type": "content"}]}))
+    render.render_site(site_dir, out)
+    alpha = (out / "alpha.html").read_text()
+    assert '<nav class="outline"' in alpha and 'href="#a1">A1<' in alpha and 'class="h3"><a href="#a2">' in alpha
+    js = (out / "_static" / "search-index.js").read_text()
+    docs = json.loads(js[js.index("["):js.rindex("]") + 1])
+    assert [(d["url"], d["title"]) for d in docs] == [("alpha.html#a1", "Alpha › A1"), ("index.html", "Home")]
+    for f in ("book.js", "vendor/minisearch-7.2.0.umd.js"):
+        assert (out / "_static" / f).is_file()
+
+
+browser = _load("book_browser_check", BOOK / "browser_check.py")
+
+
+def test_progress_spam_counts_repeated_bars_only():
+    assert browser.progress_spam("grid: 100%|###|\nevals: 100%|##|\n") == []
+    assert browser.progress_spam("grid:  10%|#|\ngrid:  50%|##|\ngrid: 100%|###|\n") == ["grid"]
+
+
+def _playwright_ready() -> bool:
+    return browser.find_chromium() is not None and importlib.util.find_spec("playwright") is not None
+
+
+@pytest.mark.skipif(not _playwright_ready(), reason="no chromium on PATH or no playwright (apt-get install chromium)")
+def test_browser_check_finds_missing_alt_wide_elements_and_console_errors(tmp_path):
+    site = tmp_path / "html"
+    site.mkdir()
+    (site / "x.png").write_bytes(base64.b64decode(  # a 1x1 PNG
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="))
+    good = '<!doctype html><meta name="viewport" content="width=device-width"><p>fine</p><img src="x.png" alt="a plot">'
+    bad = ('<!doctype html><meta name="viewport" content="width=device-width"><img src="x.png">'
+           '<div style="width:900px">wide</div><pre class="stderr">a:  10%|#|\na: 100%|##|</pre>'
+           '<script>console.error("boom")</script>')
+    (site / "index.html").write_text(good)
+    assert browser.check_book_in_browser(site, search=None) == []
+    (site / "bad.html").write_text(bad)
+    problems = browser.check_book_in_browser(site, tmp_path / "shots", search=None)
+    assert any("without alt" in p for p in problems) and any("wider than the screen" in p for p in problems)
+    assert any("console error: boom" in p for p in problems) and any("'a' shown more than once" in p for p in problems)
+
+
+def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_path):
+    import nbformat
+
+    from nblib.book import prepare_for_book
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 3. A chapter\n\nText."),
+                nbformat.v4.new_code_cell('budget = "toy"  # smoke | toy | full\nseed = 0', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell('budget = "smoke"', metadata={"tags": ["injected-parameters"]}),
+                nbformat.v4.new_markdown_cell(":::{figure} #cell-a\nLoss at budget {{ budget }}, seed {{seed}}.\n:::")]
+    path = tmp_path / "ch.ipynb"
+    nbformat.write(nb, str(path))
+    prepare_for_book(path, {"budget": "smoke"})
+    out = nbformat.read(str(path), as_version=4)
+    assert "remove-cell" in out.cells[2].metadata["tags"] and "remove-cell" not in out.cells[1].metadata["tags"]
+    assert out.cells[3].source == ":::{figure} #cell-a\nLoss at budget smoke, seed 0.\n:::"
+    assert out.cells[0].source.startswith("# 3. A chapter\n\nText.\n\n*Built at budget **smoke**, seed 0, git `")
