@@ -98,7 +98,7 @@ def check_book_in_browser(html_dir: Path, screenshots: Path | None = None, chrom
                     if screenshots is not None and name in SCREENSHOT_PAGES:
                         screenshots.mkdir(parents=True, exist_ok=True)
                         page.screenshot(path=str(screenshots / f"{Path(name).stem}-{width}.png"), full_page=True)
-                if width == WIDTHS[0] and search is not None:
+                if width == WIDTHS[0] and search is not None and (html_dir / search[1]).is_file():
                     term, expects = search
                     page.goto((html_dir / "index.html").as_uri())
                     page.fill("#search-input", term)

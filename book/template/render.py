@@ -21,6 +21,9 @@ Usage: render.py [--site DIR] [--out DIR]   (defaults: $BUILD_DIRECTORY/../site,
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import hashlib
 import html
 import json
 import os
@@ -80,6 +83,25 @@ class Site:
             return None
         if rel not in self.copied:
             copy_file(src, self.out_dir / "public" / rel)
+            self.copied.add(rel)
+        return "public/" + rel
+
+    def write_inline_image(self, mime: str, b64: str) -> Optional[str]:
+        """An image myst left inline (base64, e.g. a figure embedding a cell's output) as a
+        file public/<sha256>.<ext>, written once; returns its href (None if not base64)."""
+        try:
+            data = base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        rel = f"{hashlib.sha256(data).hexdigest()[:32]}.{mime.split('/')[-1].split('+')[0]}"
+        if rel not in self.copied:
+            dst = self.out_dir / "public" / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{rel}.", suffix=".tmp", dir=dst.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dst)
             self.copied.add(rel)
         return "public/" + rel
 
@@ -767,9 +789,9 @@ def render_mime(mime: str, entry, node: dict, page: Page) -> str:
     if mime.startswith("image/") and mime != "image/svg+xml":
         if entry.get("path"):
             src = page.site.copy_public(str(entry["path"]))
-        else:
+        else:  # inline base64: written out as a file, so pages stay small and figures are files
             b64 = as_text(content).replace("\n", "")
-            src = f"data:{mime};base64,{b64}" if b64 else None
+            src = (page.site.write_inline_image(mime, b64) or f"data:{mime};base64,{b64}") if b64 else None
         if not src:
             return comment(f"missing image output {entry.get('path')}")
         alt = page.figure_alt or "a plot from this cell's output"
