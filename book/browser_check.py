@@ -86,7 +86,14 @@ def check_book_in_browser(html_dir: Path, screenshots: Path | None = None, chrom
                 for name in pages:
                     errors.clear()
                     page.goto((html_dir / name).as_uri(), wait_until="load")
+                    # lazy images load only near the viewport: load them all, as a reader scrolling would
+                    page.evaluate("() => document.querySelectorAll('img[loading=lazy]')"
+                                  ".forEach(i => { i.loading = 'eager'; })")
+                    page.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=30_000)
                     problems += [f"{name} @{width}px: console error: {e}" for e in errors]
+                    for src in page.eval_on_selector_all("img", "els => els.filter(e => e.naturalWidth === 0)"
+                                                                 ".map(e => e.getAttribute('src'))"):
+                        problems.append(f"{name}: image does not load: {src[:80]}")
                     for src in page.eval_on_selector_all("img", "els => els.filter(e => !(e.getAttribute('alt') "
                                                                  "|| '').trim()).map(e => e.getAttribute('src'))"):
                         problems.append(f"{name}: image without alt text: {src[:80]}")

@@ -116,8 +116,10 @@ def prepare_for_book(path: Path, parameters: dict) -> None:
             continue
         for k, v in shown.items():
             cell.source = re.sub(r"\{\{\s*" + re.escape(k) + r"\s*\}\}", str(v), cell.source)
-        if not titled and cell.source.lstrip().startswith("# "):
-            cell.source = cell.source.rstrip() + banner
+        lines = cell.source.split("\n")
+        title = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+        if not titled and title is not None:  # the banner goes right under the chapter title
+            cell.source = "\n".join(lines[:title + 1] + [banner.strip(), ""] + lines[title + 1:])
             titled = True
     nbformat.write(nb, str(path))
 

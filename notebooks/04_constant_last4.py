@@ -12,6 +12,11 @@
 # ---
 
 # %% [markdown]
+# ---
+# numbering:
+#   equation:
+#     start: 2
+# ---
 # # 4. Constant-Last4: an extensible trajectory you can read early
 #
 # *LCCP paper, §4, App. B (merging), B.1 (spacing), D.1 (LongPPL against ShortPPL).*

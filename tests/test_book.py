@@ -553,4 +553,5 @@ def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_
     out = nbformat.read(str(path), as_version=4)
     assert "remove-cell" in out.cells[2].metadata["tags"] and "remove-cell" not in out.cells[1].metadata["tags"]
     assert out.cells[3].source == ":::{figure} #cell-a\nLoss at budget smoke, seed 0.\n:::"
-    assert out.cells[0].source.startswith("# 3. A chapter\n\nText.\n\n*Built at budget **smoke**, seed 0, git `")
+    assert out.cells[0].source.startswith("# 3. A chapter\n*Built at budget **smoke**, seed 0, git `")
+    assert out.cells[0].source.endswith("\n\nText.")
