@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
-from nblib.atomic import atomic_write_json
+from nblib.atomic import atomic_write_json, save_safetensors
+from nblib.errors import UserError
 
 CKPT_DIR = "ckpt"
 
 
-class CorruptCheckpointError(RuntimeError):
+class CorruptCheckpointError(UserError, RuntimeError):
     """A checkpoint whose files are missing, truncated or do not match their recorded hash."""
 
 
@@ -102,13 +103,12 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, tokens: int, model_st
     tmp.mkdir()
     try:
         meta = {"step": str(step), "tokens": str(tokens)}
-        save_file({k: v.detach().cpu().contiguous() for k, v in model_state.items()},
-                  str(tmp / "model.safetensors"), metadata=meta)
+        save_safetensors({k: v.detach().cpu() for k, v in model_state.items()}, tmp / "model.safetensors", meta)
         state = {"step": step, "tokens": tokens, "extra": extra or {}, "optimizers": None}
         if optim_states is not None:
             tensors = {"rng.torch_cpu": torch.get_rng_state()}
             state["optimizers"] = {name: _flatten_optimizer(s, name, tensors) for name, s in optim_states.items()}
-            save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / "optim.safetensors"), metadata=meta)
+            save_safetensors(tensors, tmp / "optim.safetensors", meta)
         (tmp / "state.json").write_text(json.dumps(state, sort_keys=True))
         files = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in sorted(tmp.iterdir())}
         for p in tmp.iterdir():
@@ -124,29 +124,73 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, tokens: int, model_st
     return CheckpointInfo(step, tokens, final, optim_states is not None)
 
 
-def verify_checkpoint(path: str | os.PathLike, deep: bool = True) -> dict:
-    """Return the COMPLETE record of checkpoint folder `path`, or raise CorruptCheckpointError.
+# Files whose sha256 was checked in this process, by what identifies their bytes: a write
+# changes the size, mtime or (what no user can set) ctime, so an unchanged stat means the
+# same bytes and the file is not hashed again.
+_VERIFIED: dict = {}
 
-    deep=True re-hashes every file; deep=False checks presence and sizes only.
-    """
-    path = Path(path)
+
+def _stat_key(f: Path) -> tuple:
+    st = f.stat()
+    return (str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read_record(path: Path) -> dict:
     marker = path / "COMPLETE.json"
     if not marker.exists():
         raise CorruptCheckpointError(f"checkpoint {path} has no COMPLETE.json (interrupted write)")
     try:
         record = json.loads(marker.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CorruptCheckpointError(f"checkpoint {path}: unreadable COMPLETE.json ({e})") from None
+    ok = (isinstance(record, dict) and isinstance(record.get("files"), dict) and record["files"]
+          and isinstance(record.get("step"), int) and isinstance(record.get("tokens"), int)
+          and all(isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("bytes"), int)
+                  for v in record["files"].values()))
+    if not ok or "model.safetensors" not in record["files"]:
+        raise CorruptCheckpointError(f"checkpoint {path}: COMPLETE.json lacks the step, tokens or the sha256 and "
+                                     f"size of model.safetensors")
+    return record
+
+
+def verify_checkpoint(path: str | os.PathLike, deep: bool = True) -> dict:
+    """Return the COMPLETE record of checkpoint folder `path`, or raise CorruptCheckpointError.
+
+    deep=True checks every file's sha256 (once per process while the file is unchanged);
+    deep=False checks presence and sizes only.
+    """
+    path = Path(path)
+    record = _read_record(path)
     for name, info in record["files"].items():
         f = path / name
-        if not f.exists():
+        if not f.is_file() or f.is_symlink():
             raise CorruptCheckpointError(f"checkpoint {path}: file {name} is missing")
         if f.stat().st_size != info["bytes"]:
             raise CorruptCheckpointError(
                 f"checkpoint {path}: {name} has {f.stat().st_size} bytes, expected {info['bytes']} (truncated?)")
-        if deep and _sha256(f) != info["sha256"]:
-            raise CorruptCheckpointError(f"checkpoint {path}: {name} does not match its sha256 (corrupted)")
+        if deep:
+            key = _stat_key(f)
+            if _VERIFIED.get(key) != info["sha256"]:
+                if _sha256(f) != info["sha256"]:
+                    raise CorruptCheckpointError(f"checkpoint {path}: {name} does not match its sha256 (corrupted)")
+                _VERIFIED[key] = info["sha256"]
     return record
+
+
+def weights_sha256(path: str | os.PathLike) -> str:
+    """The recorded sha256 of a checkpoint folder's model.safetensors, after verifying it:
+    what cached evaluations of that checkpoint are keyed by."""
+    return verify_checkpoint(path, deep=True)["files"]["model.safetensors"]["sha256"]
+
+
+def checkpoint_of(weights: str | os.PathLike) -> Path | None:
+    """The checkpoint folder a weights file belongs to (it sits beside a COMPLETE.json), else None."""
+    p = Path(weights)
+    if p.is_dir() and (p / "COMPLETE.json").exists():
+        return p
+    if p.name == "model.safetensors" and (p.parent / "COMPLETE.json").exists():
+        return p.parent
+    return None
 
 
 def list_checkpoints(run_dir: str | os.PathLike, deep: bool = False, report=None) -> list[CheckpointInfo]:
@@ -164,11 +208,29 @@ def list_checkpoints(run_dir: str | os.PathLike, deep: bool = False, report=None
             continue
         try:
             rec = verify_checkpoint(p, deep=deep)
-        except CorruptCheckpointError as e:
+        except (CorruptCheckpointError, OSError) as e:
             report(f"skipping corrupt checkpoint: {e}")
             continue
         out.append(CheckpointInfo(rec["step"], rec["tokens"], p, "optim.safetensors" in rec["files"]))
     return out
+
+
+def clean_checkpoint_temporaries(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove the temporary folders interrupted checkpoint writes left in <run>/ckpt/ (and
+    temporary files of interrupted atomic writes in <run>/). Call it only while holding the
+    run's lock: then no other process is writing them. Returns what was removed."""
+    run_dir = Path(run_dir)
+    removed = []
+    root = run_dir / CKPT_DIR
+    for p in (sorted(root.glob(".step_*.tmp-*")) if root.exists() else []):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    for p in sorted(run_dir.glob(".*.tmp")) if run_dir.exists() else []:
+        if p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def quarantine(path: str | os.PathLike) -> Path:

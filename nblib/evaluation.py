@@ -117,7 +117,7 @@ class Evaluator:
     def run(self, run: Run, step: int | str = "final") -> dict:
         """LongPPL/ShortPPL of one raw checkpoint (Constant-Raw, Linear-Decay endpoints)."""
         s = run.config.total_steps if step == "final" else int(step)
-        return run.memo(f"ppl-{self.key}-raw-{s}", lambda: self._evaluate(run.load_model(s)))
+        return run.memo(f"ppl-{self.key}-raw-{s}", lambda: self._evaluate(run.load_model(s)), steps=[s])
 
     def merged(self, run: Run, steps: list[int], method: str = "lastM", **kw) -> dict:
         """LongPPL/ShortPPL of checkpoints `steps` of `run` merged with an App. B method."""
@@ -129,7 +129,7 @@ class Evaluator:
             state = merge(method, paths, iterations=steps, **kw)
             return self._evaluate(run.load_model(state_dict=state))
 
-        return run.memo(f"ppl-{self.key}-{method}-{tag}", compute)
+        return run.memo(f"ppl-{self.key}-{method}-{tag}", compute, steps=steps)
 
 
 # ---------------------------------------------------------------------------------------

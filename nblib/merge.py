@@ -35,7 +35,9 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from nblib.atomic import atomic_save_safetensors
+from nblib.atomic import atomic_save_safetensors, clean_stale_temporaries
+from nblib.checkpoint import checkpoint_of, verify_checkpoint
+from nblib.cli import run_cli
 
 CHUNK_NUMEL = 1 << 22  # cap on elements per row block: 16 MiB per fp32 buffer
 METHODS = ("lastM", "one_sqrt", "ema", "dare", "ties")
@@ -119,15 +121,45 @@ def _check_beta(beta) -> float:
 
 
 def _check_paths(paths) -> list[Path]:
+    """Input files: .safetensors files, or nblib checkpoint folders (ckpt/step_N, read as their
+    model.safetensors). A checkpoint's weights must match their recorded sha256; a plain file
+    must be a whole safetensors file (header and data all present). Errors name the file."""
     if isinstance(paths, (str, bytes, os.PathLike)):
         raise TypeError(f"paths must be a list of checkpoint files, got a single path {paths!r}")
     paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("no checkpoints given; pass at least one .safetensors file")
+    out = []
     for p in paths:
+        if p.is_dir():
+            if not (p / "model.safetensors").is_file():
+                raise FileNotFoundError(f"checkpoint not found: {p} is a folder without model.safetensors")
+            p = p / "model.safetensors"
         if not p.is_file():
             raise FileNotFoundError(f"checkpoint not found: {p}")
-    return paths
+        ckpt = checkpoint_of(p)
+        if ckpt is not None:
+            verify_checkpoint(ckpt, deep=True)  # raises CorruptCheckpointError naming the file
+        _check_whole_file(p)
+        out.append(p)
+    return out
+
+
+def _check_whole_file(p: Path) -> None:
+    """Raise ValueError naming `p` unless it is a complete safetensors file."""
+    size = p.stat().st_size
+    try:
+        with open(p, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if size < 8 or n <= 0 or 8 + n > size:
+                raise ValueError("the header is cut off")
+            header = json.loads(f.read(n))
+        ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"{p}: not a readable safetensors file ({size} bytes; {e})") from None
+    if 8 + n + max(ends, default=0) != size:
+        raise ValueError(f"{p}: truncated or padded safetensors file: {size} bytes, the header describes "
+                         f"{8 + n + max(ends, default=0)}")
 
 
 # -----------------------------------------------------------------------------
@@ -599,7 +631,12 @@ def merge(method: str, paths, **kw) -> dict[str, torch.Tensor]:
     dare (rho, seed), ties (rho); all take iterations=, chunk_numel=, tracker=."""
     if method not in _MERGERS:
         raise ValueError(f"unknown merge method {method!r}; choose one of {list(METHODS)}")
-    return _MERGERS[method](paths, **kw)
+    out = _MERGERS[method](paths, **kw)
+    for name, t in out.items():  # a non-finite input poisons the merge: say where, never hand it on
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise ValueError(f"merged tensor {name!r} has NaN or inf values: one of the inputs holds non-finite "
+                             f"weights ({', '.join(str(p) for p in paths)})")
+    return out
 
 
 def save_merged(tensors: dict[str, torch.Tensor], out_path: str | os.PathLike, metadata: dict | None = None) -> None:
@@ -665,20 +702,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"{', '.join('--' + o for o in allowed) or 'no options'})")
         if opt in allowed:
             kw[opt] = allowed[opt] if value is None else value
-    try:
-        t = resolve_iterations(ckpts, iterations, required=args.method in ("one_sqrt", "ema") or bool(kw.get("spacing")))
-        merged = merge(args.method, ckpts, iterations=None if t is None else t.astype(np.int64).tolist(),
-                       chunk_numel=args.chunk_numel, **kw)
-    except (ValueError, TypeError, FileNotFoundError) as e:
-        parser.error(str(e))
+    out = Path(args.output)
+    if out.is_dir():
+        raise IsADirectoryError(f"-o {out} is a folder; allowed: a file path such as {out / 'merged.safetensors'}")
+    for c in ckpts:
+        src = Path(c) / "model.safetensors" if Path(c).is_dir() else Path(c)
+        if out.exists() and src.exists() and out.resolve() == src.resolve():
+            raise ValueError(f"-o {out} is also an input; allowed: a new file (the merge never overwrites its inputs)")
+    ckpts = [str(p) for p in _check_paths(ckpts)]  # folders -> their weights; corrupt or truncated inputs named
+    t = resolve_iterations(ckpts, iterations, required=args.method in ("one_sqrt", "ema") or bool(kw.get("spacing")))
+    merged = merge(args.method, ckpts, iterations=None if t is None else t.astype(np.int64).tolist(),
+                   chunk_numel=args.chunk_numel, **kw)
     metadata = {"merge_method": args.method, "merge_params": kw, "merge_sources": [str(p) for p in ckpts]}
     if t is not None:
         metadata["merge_iterations"] = t.astype(np.int64).tolist()
         metadata["step"] = str(int(t[-1]))
-    save_merged(merged, args.output, metadata)
-    print(f"merged {len(ckpts)} checkpoints with {args.method} {kw} -> {args.output}")
+    clean_stale_temporaries(out.parent if str(out.parent) else Path("."), out.name)  # left by a killed merge
+    save_merged(merged, out, metadata)
+    print(f"merged {len(ckpts)} checkpoints with {args.method} {kw} -> {out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -5,8 +5,11 @@
 RUN_DIR is either a run-store folder (it holds config.json and ckpt/step_*/) or a folder
 of safetensors checkpoints named by step (`step_000123.safetensors` or
 `step_000123/model.safetensors`); the latter needs --model-config (a JSON of
-{"family": ..., **config}), --tokenizer, --tokens-per-step and --budget (whose annotated
-LongPPL test set is used; it must exist in --run-root).
+{"family": ..., **config}), --tokens-per-step and --budget (whose annotated LongPPL test set
+and tokenizer are used; its reference must exist in --run-root, or --train-reference trains
+it there). Checkpoints are verified (sha256) before use and evaluations are cached under the
+hash of the weights they read, so changed weights are evaluated anew. Errors print one line
+and exit 2.
 
 At every `eval-every`-th checkpoint it evaluates Last4 (the checkpoint and the three
 before it; the LCCP paper §4.1) and caches the result, fits Eq. 2 (§4.3,
@@ -18,6 +21,7 @@ marginal gain (LongPPL drop) per extra billion tokens.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -30,8 +34,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from nblib.atomic import atomic_path, atomic_write_json  # noqa: E402
+from nblib.checkpoint import checkpoint_of, verify_checkpoint, weights_sha256  # noqa: E402
+from nblib.cli import run_cli  # noqa: E402
 from nblib.budgets import get_budget  # noqa: E402
-from nblib.evaluation import Evaluator  # noqa: E402
+from nblib.evaluation import Evaluator, annotation_path  # noqa: E402
+from nblib.grid import reference_config  # noqa: E402
 from nblib.merge import merge  # noqa: E402
 from nblib.models import build_model  # noqa: E402
 from nblib.runstore import RunConfig, RunStore  # noqa: E402
@@ -66,23 +73,56 @@ def collect(run_dir: Path, args):
         if cfg.schedule["kind"] != "constant":
             print(f"warning: run {run.hash} uses a {cfg.schedule['kind']!r} schedule; Last4 monitoring is meant "
                   f"for constant-LR trajectories", file=sys.stderr)
-        steps = {c.step: c.weights for c in run.checkpoints()}
-        ev = Evaluator.build(get_budget(cfg.budget), store)
+        ckpts = run.checkpoints()
+        for c in ckpts:  # corrupt weights are reported first, before anything is evaluated
+            verify_checkpoint(c.path, deep=True)
+        steps = {c.step: c.weights for c in ckpts}
+        ev = _evaluator(get_budget(cfg.budget), store, args.train_reference)
         return steps, cfg.tokens_per_step, lambda state: run.load_model(state_dict=state), ev, run.path / "evals"
-    missing = [o for o in ("model_config", "tokenizer", "tokens_per_step", "budget") if getattr(args, o) is None]
+    missing = [o for o in ("model_config", "tokens_per_step", "budget") if getattr(args, o) is None]
     if missing:
         raise MonitorError(f"{run_dir} is not a run-store run (no config.json); a plain checkpoint folder needs "
                            + ", ".join("--" + m.replace("_", "-") for m in missing))
     mc = json.loads(Path(args.model_config).read_text())
+    if not isinstance(mc, dict) or "family" not in mc:
+        raise MonitorError(f"--model-config {args.model_config}: expected a JSON object with 'family' and that "
+                           f"family's config fields")
     family = mc.pop("family")
+    if args.tokens_per_step < 1:
+        raise MonitorError(f"--tokens-per-step={args.tokens_per_step} is not allowed; allowed: an int >= 1")
 
     def build(state):
         model = build_model(family, dict(mc))
-        model.load_state_dict(state)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:  # missing/unexpected keys or shapes: not this model's weights
+            raise MonitorError(f"the checkpoints in {run_dir} are not weights of the --model-config model: "
+                               f"{str(e).splitlines()[0]}") from None
         return model.eval()
 
-    ev = Evaluator.build(get_budget(args.budget), RunStore(args.run_root))
+    ev = _evaluator(get_budget(args.budget), RunStore(args.run_root), args.train_reference)
     return _folder_checkpoints(run_dir), int(args.tokens_per_step), build, ev, run_dir / ".monitor"
+
+
+def _evaluator(budget, store: RunStore, train_reference: bool) -> Evaluator:
+    """The budget's LongPPL evaluator from `store`; never trains the reference silently."""
+    if budget.reference["kind"] == "nblib" and not train_reference:
+        ref = store.run(reference_config(budget))
+        if not ref.is_complete() and not annotation_path(budget, store).exists():
+            raise MonitorError(f"the run store {store.root} has no LongPPL reference for budget {budget.name!r}: "
+                               f"pass --run-root of the store that has it, or --train-reference to train it here")
+    return Evaluator.build(budget, store)
+
+
+def _window_id(files: list) -> str:
+    """A short hash of the weights in a Last4 window: checkpoint folders by their recorded
+    (and verified) sha256, plain files by their bytes. The cache key, so changed weights
+    are evaluated anew."""
+    h = hashlib.sha256()
+    for f in files:
+        ck = checkpoint_of(f)
+        h.update((weights_sha256(ck) if ck is not None else hashlib.sha256(Path(f).read_bytes()).hexdigest()).encode())
+    return h.hexdigest()[:16]
 
 
 def evaluate_points(steps: dict, tps: int, build, ev, cache: Path, eval_every: int, m: int = 4) -> list[dict]:
@@ -93,12 +133,16 @@ def evaluate_points(steps: dict, tps: int, build, ev, cache: Path, eval_every: i
         if (i + 1) % eval_every:
             continue
         window = order[i - m + 1:i + 1]
-        key = cache / f"monitor-{ev.key}-last{m}-{'-'.join(map(str, window))}.json"
+        files = [steps[s] for s in window]
+        key = cache / f"monitor-{ev.key}-last{m}-{'-'.join(map(str, window))}-{_window_id(files)}.json"
         if key.exists():
             res = json.loads(key.read_text())
         else:
-            state = merge("lastM", [steps[s] for s in window], m=m, iterations=window)
+            state = merge("lastM", files, m=m, iterations=window)  # verifies checkpoints, refuses non-finite weights
             res = ev._evaluate(build(state))
+            if not all(np.isfinite([res["long_ppl"], res["short_ppl"]])):
+                raise MonitorError(f"Last4 at step {window[-1]} gives LongPPL {res['long_ppl']} and ShortPPL "
+                                   f"{res['short_ppl']}: the merged weights do not evaluate to finite numbers")
             atomic_write_json(key, res)
         points.append({"step": window[-1], "Dl": window[-1] * tps, "long_ppl": res["long_ppl"],
                        "short_ppl": res["short_ppl"]})
@@ -114,7 +158,7 @@ def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: i
     dl = np.array([p["Dl"] for p in points], float)
     y = np.log([p["long_ppl"] for p in points])
     if not np.all(np.isfinite(y)):
-        raise MonitorError("some LongPPL values are not finite (no long key tokens in the test set?)")
+        raise MonitorError("some LongPPL values are not finite: NaN weights, or a test set without long key tokens")
     fit = fit_fixed_model_law(dl, y)
     targets = np.array(sorted(set([dl[-1], *future])), float)
     rng = np.random.default_rng(seed)
@@ -146,30 +190,28 @@ def main(argv=None) -> int:
     ap.add_argument("--future", type=float, nargs="*", default=[], help="future Dl budgets in tokens")
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--plot", default=None, help="write a PNG of the points and the forecast")
-    ap.add_argument("--model-config", default=None)
-    ap.add_argument("--tokenizer", default=None)
-    ap.add_argument("--tokens-per-step", type=int, default=None)
-    ap.add_argument("--budget", default=None)
-    ap.add_argument("--run-root", default=None)
+    ap.add_argument("--model-config", default=None, help="plain folders: JSON of {family, **config}")
+    ap.add_argument("--tokens-per-step", type=int, default=None, help="plain folders: tokens per optimizer step")
+    ap.add_argument("--budget", default=None, help="plain folders: the budget whose LongPPL test set to use")
+    ap.add_argument("--run-root", default=None, help="plain folders: the run store holding that budget's "
+                                                    "LongPPL reference and annotation")
+    ap.add_argument("--train-reference", action="store_true",
+                    help="train the budget's LongPPL reference if the run store lacks it (minutes at toy)")
     args = ap.parse_args(argv)
     run_dir = Path(args.run_dir)
-    try:
-        if not run_dir.is_dir():
-            raise MonitorError(f"{run_dir} is not a folder")
-        if args.eval_every < 1:
-            raise MonitorError(f"--eval-every must be >= 1, got {args.eval_every}")
-        steps, tps, build, ev, cache = collect(run_dir, args)
-        if len(steps) < 4:
-            raise MonitorError(f"{run_dir} has {len(steps)} checkpoint(s); Last4 needs at least 4")
-        points = evaluate_points(steps, tps, build, ev, cache, args.eval_every)
-        print(f"{len(points)} Last4 evaluation points ({len(steps)} checkpoints, {tps:,} tokens/step)")
-        print(f"{'Dl (tokens)':>14} {'LongPPL':>9} {'ShortPPL':>9}")
-        for p in points:
-            print(f"{p['Dl']:>14,.0f} {p['long_ppl']:>9.4f} {p['short_ppl']:>9.4f}")
-        fc = forecast(points, args.future, args.n_boot)
-    except MonitorError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if not run_dir.is_dir():
+        raise MonitorError(f"{run_dir} is not a folder")
+    if args.eval_every < 1:
+        raise MonitorError(f"--eval-every must be >= 1, got {args.eval_every}")
+    steps, tps, build, ev, cache = collect(run_dir, args)
+    if len(steps) < 4:
+        raise MonitorError(f"{run_dir} has {len(steps)} checkpoint(s); Last4 needs at least 4")
+    points = evaluate_points(steps, tps, build, ev, cache, args.eval_every)
+    print(f"{len(points)} Last4 evaluation points ({len(steps)} checkpoints, {tps:,} tokens/step)")
+    print(f"{'Dl (tokens)':>14} {'LongPPL':>9} {'ShortPPL':>9}")
+    for p in points:
+        print(f"{p['Dl']:>14,.0f} {p['long_ppl']:>9.4f} {p['short_ppl']:>9.4f}")
+    fc = forecast(points, args.future, args.n_boot)
     f = fc["fit"]
     print(f"\nEq. 2 fit: log LongPPL = {f['Bl']:.4g} * Dl^-{f['beta_l']:.4f} + {f['C_prime']:.4f} "
           f"({fc['n_boot_used']} bootstrap refits)")
@@ -200,4 +242,4 @@ def _plot(points, fc, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

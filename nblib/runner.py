@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from nblib.runstore import Run, RunConfig, RunStore
+from nblib.data import get_tokenizer
+from nblib.runstore import Run, RunConfig, RunStore, check_buildable
 from nblib.train import train
 
 
@@ -36,6 +37,7 @@ def get_or_run(store: RunStore, config: RunConfig, progress: bool = True, wait: 
     run = store.run(config)
     if run.is_complete():
         return run
+    check_buildable(config, get_tokenizer(config.data["tokenizer"]).vocab_size)  # before any folder exists
     store.check_parent(config)
     lock = store.lock(run)
     lock.acquire(blocking=wait, timeout=timeout)

@@ -22,15 +22,21 @@ import dataclasses
 import hashlib
 import json
 import os
+import socket
 import sys
+import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import filelock
 import pandas as pd
+import torch
 
 from nblib.atomic import atomic_write_json, atomic_write_text
-from nblib.checkpoint import CheckpointInfo, list_checkpoints, load_weights
+from nblib.checkpoint import (CheckpointInfo, CorruptCheckpointError, list_checkpoints, load_weights,
+                              verify_checkpoint, weights_sha256)
+from nblib.errors import UserError
 from nblib.models import build_model
 from nblib.provenance import REPO_ROOT
 from nblib.schedules import Schedule
@@ -38,10 +44,129 @@ from nblib.schedules import Schedule
 DEFAULT_RUN_ROOT = REPO_ROOT / "runs"
 STREAM_KINDS = ("packed", "long_mixture")
 INIT_MODES = ("weights", "continue")
+BUDGET_NAMES = ("smoke", "toy", "full")
+DATA_KEYS = {"corpus": str, "corpus_id": str, "tokenizer": str, "split": str, "stream": str, "seq_len": int,
+             "mixture": str, "doc_isolation": bool, "copy_fraction": float, "copy_len": list, "copy_vocab": int}
+SCHEDULE_KEYS = {"kind": str, "lr": float, "warmup_steps": int, "decay_frac": float, "final_lr_frac": float}
+OPTIMIZER_KEYS = {"name": str, "weight_decay": float, "clip": float, "betas": list, "muon_adjust_lr": str}
+INIT_KEYS = {"run": str, "step": int, "mode": str, "rope_base": float}
+MUON_ADJUST_LR = ("original", "match_rms_adamw")
 
 
-class RunLockedError(RuntimeError):
+MEMO_SHA_KEY = "_checkpoint_sha256"  # in cached evaluations: {step: sha256 of the weights evaluated}
+
+
+class RunLockedError(UserError, RuntimeError):
     """Another process holds the write lock of this run."""
+
+
+class RunNotFoundError(UserError, KeyError):
+    """No run with that hash in the store."""
+
+    def __str__(self):  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(ValueError):
+    """A run configuration field with a value outside what is allowed (the message names both)."""
+
+
+def _is(value, kind) -> bool:
+    """Type check that keeps bool out of int/float and accepts an int where a float is asked."""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is list:
+        return isinstance(value, (list, tuple))
+    return isinstance(value, kind)
+
+
+def _need(ok: bool, field_name: str, value, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field_name}={value!r} is not allowed; allowed: {allowed}")
+
+
+def _check_section(section: str, d, keys: dict, required=()) -> None:
+    _need(isinstance(d, dict), section, d, "a mapping")
+    unknown = sorted(set(d) - set(keys))
+    _need(not unknown, f"{section} keys", unknown, ", ".join(keys))
+    for k in required:
+        _need(k in d, f"{section}.{k}", None, "a value (the key is required)")
+    for k, v in d.items():
+        if v is None and k in ("rope_base", "copy_vocab", "corpus_id"):
+            continue
+        _need(_is(v, keys[k]), f"{section}.{k}", v, f"a {keys[k].__name__}")
+
+
+def check_config(c: "RunConfig") -> None:
+    """The run-config schema: types, ranges and allowed keys of every field, checked when a
+    RunConfig is made, so a bad config fails with the field's name before any run folder
+    exists. Hand-written over typed dataclass fields: the rules are few and depend on each
+    other (schedule kinds, init modes, micro-batches dividing the batch), and a schema
+    library would be one more dependency for a dozen checks. The model section is checked
+    by building the model (on the meta device) in `check_buildable`."""
+    _need(isinstance(c.model, dict) and isinstance(c.model.get("family"), str), "model", c.model,
+          "a mapping with a 'family' (llama, gpt2, gemma3) and that family's config fields")
+    _check_section("data", c.data, DATA_KEYS, required=("corpus", "tokenizer", "stream", "seq_len"))
+    _need(c.data["stream"] in STREAM_KINDS, "data.stream", c.data["stream"], ", ".join(STREAM_KINDS))
+    _need(c.data["seq_len"] >= 2, "data.seq_len", c.data["seq_len"], "an int >= 2")
+    _check_section("schedule", c.schedule, SCHEDULE_KEYS, required=("kind", "lr"))
+    _need(c.schedule["kind"] in ("wsd", "linear_decay", "constant"), "schedule.kind", c.schedule["kind"],
+          "wsd, linear_decay, constant")
+    _need(c.schedule["lr"] > 0 and c.schedule["lr"] < float("inf"), "schedule.lr", c.schedule["lr"], "a number > 0")
+    _need(c.schedule.get("warmup_steps", 0) >= 0, "schedule.warmup_steps", c.schedule.get("warmup_steps"), "an int >= 0")
+    _need(0 < c.schedule.get("decay_frac", 0.5) <= 1, "schedule.decay_frac", c.schedule.get("decay_frac"), "(0, 1]")
+    _need(0 <= c.schedule.get("final_lr_frac", 0.1) <= 1, "schedule.final_lr_frac", c.schedule.get("final_lr_frac"),
+          "[0, 1]")
+    for name in ("n_tokens", "batch_size"):
+        v = getattr(c, name)
+        _need(_is(v, int) and v > 0, name, v, "an int > 0")
+    _need(_is(c.seed, int) and c.seed >= 0, "seed", c.seed, "an int >= 0")
+    _need(c.budget in BUDGET_NAMES, "budget", c.budget, ", ".join(BUDGET_NAMES))
+    _check_section("optimizer", c.optimizer, OPTIMIZER_KEYS, required=("name",))
+    o = c.optimizer
+    _need(o["name"] == "muon+adamw", "optimizer.name", o["name"], "muon+adamw")
+    _need(o.get("weight_decay", 0.1) >= 0, "optimizer.weight_decay", o.get("weight_decay"), "a number >= 0")
+    _need(o.get("clip", 1.0) > 0, "optimizer.clip", o.get("clip"), "a number > 0")
+    betas = o.get("betas", [0.9, 0.95])
+    _need(len(betas) == 2 and all(_is(b, float) and 0 <= b < 1 for b in betas), "optimizer.betas", betas,
+          "two numbers in [0, 1)")
+    _need(o.get("muon_adjust_lr", "match_rms_adamw") in MUON_ADJUST_LR, "optimizer.muon_adjust_lr",
+          o.get("muon_adjust_lr"), ", ".join(MUON_ADJUST_LR))
+    if c.init is not None:
+        _check_section("init", c.init, INIT_KEYS, required=("run", "step", "mode"))
+        _need(c.init["mode"] in INIT_MODES, "init.mode", c.init["mode"], ", ".join(INIT_MODES))
+        _need(c.init["step"] >= 0, "init.step", c.init["step"], "an int >= 0")
+        _need(len(c.init["run"]) == 16 and all(ch in "0123456789abcdef" for ch in c.init["run"]), "init.run",
+              c.init["run"], "a run hash (16 hex digits)")
+        rb = c.init.get("rope_base")
+        _need(rb is None or rb > 1, "init.rope_base", rb, "None or a number > 1")
+    _need(c.ckpt_every_tokens is None or (_is(c.ckpt_every_tokens, int) and c.ckpt_every_tokens > 0),
+          "ckpt_every_tokens", c.ckpt_every_tokens, "None or an int > 0")
+    _need(all(_is(s, int) and s >= 1 for s in c.ckpt_steps), "ckpt_steps", c.ckpt_steps, "ints >= 1")
+    _need(c.keep_optimizer in ("last", "all"), "keep_optimizer", c.keep_optimizer, "last, all")
+    _need(c.micro_batch_size is None or (_is(c.micro_batch_size, int) and c.micro_batch_size >= 1
+                                         and c.batch_size % c.micro_batch_size == 0),
+          "micro_batch_size", c.micro_batch_size, f"None or an int >= 1 dividing batch_size={c.batch_size}")
+    _need(_is(c.log_every, int) and c.log_every >= 1, "log_every", c.log_every, "an int >= 1")
+    _need(isinstance(c.label, str), "label", c.label, "a string")
+    _need(isinstance(c.meta, dict), "meta", c.meta, "a mapping")
+
+
+def check_buildable(c: "RunConfig", vocab_size: int | None = None) -> None:
+    """The model section builds (on the meta device: no memory), and its vocabulary holds
+    the tokenizer's (`vocab_size`, when given)."""
+    cfg = dict(c.model)
+    family = cfg.pop("family")
+    try:
+        with torch.device("meta"):
+            build_model(family, cfg)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"model: {e}") from None
+    if vocab_size is not None:
+        _need(_is(cfg.get("vocab_size"), int) and cfg["vocab_size"] >= vocab_size, "model.vocab_size",
+              cfg.get("vocab_size"), f"an int >= {vocab_size} (the tokenizer {c.data.get('tokenizer')!r})")
 
 
 def default_run_root() -> Path:
@@ -85,14 +210,8 @@ class RunConfig:
     NON_IDENTITY = ("label", "meta", "ckpt_every_tokens", "ckpt_steps", "keep_optimizer", "micro_batch_size", "log_every")
 
     def __post_init__(self):
-        if self.data.get("stream") not in STREAM_KINDS:
-            raise ValueError(f"data.stream={self.data.get('stream')!r}; allowed: {', '.join(STREAM_KINDS)}")
-        if self.n_tokens <= 0 or self.batch_size <= 0:
-            raise ValueError(f"n_tokens and batch_size must be > 0 (got {self.n_tokens}, {self.batch_size})")
-        if self.init is not None and self.init.get("mode") not in INIT_MODES:
-            raise ValueError(f"init.mode={self.init.get('mode')!r}; allowed: {', '.join(INIT_MODES)}")
-        if self.keep_optimizer not in ("last", "all"):
-            raise ValueError(f"keep_optimizer={self.keep_optimizer!r}; allowed: last, all")
+        _need(isinstance(self.ckpt_steps, (list, tuple)), "ckpt_steps", self.ckpt_steps, "a list of ints >= 1")
+        check_config(self)
         self.ckpt_steps = tuple(sorted(set(int(s) for s in self.ckpt_steps)))
 
     # -- derived quantities -------------------------------------------------------------
@@ -140,10 +259,14 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown RunConfig fields {sorted(unknown)}; allowed: {sorted(known)}")
+        """A RunConfig from its JSON form; ConfigError names any bad or missing field."""
+        _need(isinstance(d, dict), "run config", type(d).__name__, "a JSON object of RunConfig fields")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - set(fields))
+        _need(not unknown, "run config fields", unknown, ", ".join(fields))
+        missing = [n for n, f in fields.items() if n not in d and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        _need(not missing, "run config fields missing", missing, "every required field present")
         return cls(**d)
 
     def with_tokens(self, n_tokens: int) -> "RunConfig":
@@ -175,10 +298,12 @@ class RunLock:
         return self.path.with_name(self.path.name + ".owner")
 
     def holder(self) -> str:
+        """Who holds the lock: 'pid P on HOST since TIME' (what the holder wrote), or '?'."""
         try:
-            return self.owner_path.read_text().strip() or "?"
-        except OSError:
-            return "?"
+            info = json.loads(self.owner_path.read_text())
+            return f"pid {info['pid']} on {info['host']} since {info['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "an unknown process"
 
     def acquire(self, blocking: bool = False, timeout: float | None = None, poll: float = 0.5) -> None:
         """Take the lock. Not blocking: raise RunLockedError at once if another process holds
@@ -192,18 +317,19 @@ class RunLock:
         except filelock.Timeout:
             if not blocking:
                 raise self._locked_error() from None
-            print(f"[nblib] run {self.path.parent.name} is being written by pid {self.holder()}; waiting for it "
-                  f"to finish" + (f" (up to {timeout:g} s)" if timeout is not None else ""), file=sys.stderr,
-                  flush=True)
+            print(f"[nblib] run {self.path.parent.name} is being written by {self.holder()}; waiting for it "
+                  f"to finish" + (f" (up to {timeout:g} s)" if timeout is not None else "") + " ...",
+                  file=sys.stderr, flush=True)
             try:
                 self._lock.acquire(timeout=-1 if timeout is None else timeout, poll_interval=poll)
             except filelock.Timeout:
                 raise self._locked_error() from None
-        atomic_write_text(self.owner_path, f"{os.getpid()}\n")
+        atomic_write_text(self.owner_path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                       "since": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
 
     def _locked_error(self) -> "RunLockedError":
-        return RunLockedError(f"run {self.path.parent.name} is being written by another process "
-                              f"(pid {self.holder()}); wait for it or stop it")
+        return RunLockedError(f"run {self.path.parent.name} is being written by {self.holder()}; "
+                              f"wait for it or stop it")
 
     def release(self) -> None:
         if self._lock.is_locked:
@@ -232,7 +358,13 @@ class Run:
     @property
     def manifest(self) -> dict | None:
         p = self.path / "manifest.json"
-        return json.loads(p.read_text()) if p.exists() else None
+        if not p.exists():
+            return None
+        try:
+            m = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None  # unreadable: the run is not complete, and training rewrites it
+        return m if isinstance(m, dict) else None
 
     @property
     def tokens_done(self) -> int:
@@ -240,15 +372,24 @@ class Run:
         return int(m["realized_tokens"]) if m else 0
 
     def is_complete(self) -> bool:
-        """True when the manifest says the run reached this config's step target."""
+        """True when the manifest says the run reached this config's step target and every
+        checkpoint the config asks for is present and matches its recorded sha256."""
         m = self.manifest
-        return bool(m) and m["steps"] >= self.config.total_steps and self._has_required_ckpts()
+        return bool(m) and m.get("steps", -1) >= self.config.total_steps and self._has_required_ckpts()
 
     def _has_required_ckpts(self) -> bool:
-        have = {c.step for c in self.checkpoints()}
+        have = {c.step: c for c in self.checkpoints()}
         need = set(s for s in self.config.ckpt_steps if s <= self.config.total_steps)
         need.add(self.config.total_steps)
-        return need <= have
+        if not need <= set(have):
+            return False
+        try:
+            for s in need:
+                verify_checkpoint(have[s].path, deep=True)
+        except CorruptCheckpointError as e:
+            warnings.warn(f"run {self.hash} is not complete: {e}", stacklevel=3)
+            return False
+        return True
 
     def checkpoints(self, report=None) -> list[CheckpointInfo]:
         return list_checkpoints(self.path, deep=False, report=report)
@@ -286,13 +427,29 @@ class Run:
             df = df.drop_duplicates(subset=["kind", "step"], keep="last").sort_values(["kind", "step"])
         return df.reset_index(drop=True)
 
-    def memo(self, key: str, fn):
-        """Cached evaluation: return evals/<key>.json, computing and storing fn() if absent."""
+    def memo(self, key: str, fn, steps=()):
+        """Cached evaluation: evals/<key>.json, computed with fn() when absent or stale.
+
+        `steps`: the checkpoints fn() reads. Their weights' sha256 are stored with the value
+        and checked (after verifying the files) on every read, so a changed checkpoint is
+        re-evaluated, never reused. An entry written before hashes were stored is checked
+        against the verified checkpoint and stamped with its hash."""
         p = self.path / "evals" / f"{key}.json"
+        shas = {str(s): weights_sha256(self.checkpoint(s).path) for s in steps}
         if p.exists():
-            return json.loads(p.read_text())
+            try:
+                cached = json.loads(p.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                cached = None
+            if isinstance(cached, dict):
+                stored = cached.pop(MEMO_SHA_KEY, None)
+                if stored == shas:
+                    return cached
+                if stored is None and steps:  # legacy entry: its checkpoints verified above
+                    atomic_write_json(p, {**cached, MEMO_SHA_KEY: shas})
+                    return cached
         value = fn()
-        atomic_write_json(p, value)
+        atomic_write_json(p, {**value, MEMO_SHA_KEY: shas} if steps and isinstance(value, dict) else value)
         return value
 
 
@@ -309,7 +466,7 @@ class RunStore:
     def by_hash(self, run_hash: str) -> Run:
         p = self.root / run_hash / "config.json"
         if not p.exists():
-            raise KeyError(f"no run {run_hash} in {self.root}")
+            raise RunNotFoundError(f"no run {run_hash} in {self.root}")
         return Run(self.root, RunConfig.from_dict(json.loads(p.read_text())))
 
     def lock(self, run: Run) -> RunLock:

@@ -33,14 +33,19 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      get_optimizer_state_dict, set_optimizer_state_dict)
 from tqdm import tqdm
 
-from nblib.atomic import append_jsonl, atomic_write_json
-from nblib.checkpoint import (CheckpointInfo, CorruptCheckpointError, drop_optimizer_state, list_checkpoints,
-                              load_training_state, load_weights, quarantine, save_checkpoint, verify_checkpoint)
-from nblib.data import make_stream
+from nblib.atomic import append_jsonl, atomic_write_json, open_no_follow
+from nblib.checkpoint import (CheckpointInfo, CorruptCheckpointError, clean_checkpoint_temporaries,
+                              drop_optimizer_state, list_checkpoints, load_training_state, load_weights, quarantine,
+                              save_checkpoint, verify_checkpoint)
+from nblib.cli import run_cli
+from nblib.data import get_tokenizer, make_stream
 from nblib.models import build_model
 from nblib.optim import Muon
 from nblib.provenance import code_version
-from nblib.runstore import RunConfig, RunStore
+from nblib.runstore import RunConfig, RunStore, check_buildable
+
+
+KEEP_RESUMABLE = 2  # checkpoints that keep optimizer state with keep_optimizer="last"
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -164,7 +169,7 @@ def _logger(run) -> logging.Logger:
         log.removeHandler(h)
         h.close()
     run.path.mkdir(parents=True, exist_ok=True)
-    h = logging.FileHandler(run.path / "train.log")
+    h = logging.StreamHandler(open_no_follow(run.path / "train.log", "a"))  # never through a planted link
     h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(h)
     log.setLevel(logging.INFO)
@@ -182,31 +187,63 @@ def _ckpt_steps(config) -> set[int]:
 
 
 def _latest_resumable(run, log) -> CheckpointInfo | None:
-    """Newest checkpoint with optimizer state that verifies. Corrupt ones are reported (log
-    and warning), skipped, and quarantined when their hash fails; never taken as the latest."""
+    """Newest checkpoint with optimizer state that verifies. Corrupt ones are reported (in
+    train.log and on stderr), skipped, and quarantined; never taken as the latest. Falling
+    back past a corrupt checkpoint, or to step 0, is said loudly."""
     def report(msg):
         log.warning(msg)
         warnings.warn(msg, stacklevel=3)
 
-    for ck in reversed(list_checkpoints(run.path, report=report)):
+    valid = list_checkpoints(run.path, report=report)
+    chosen, quarantined_now = None, []
+    for ck in reversed(valid):
         if not ck.has_optimizer:
             continue
         try:
             verify_checkpoint(ck.path, deep=True)
-            return ck
         except CorruptCheckpointError as e:
             report(f"skipping corrupt checkpoint: {e}")
             quarantine(ck.path)
-    return None
+            quarantined_now.append(ck.path.name)
+            continue
+        chosen = ck
+        break
+    root = run.path / "ckpt"
+    on_disk = sorted(root.glob("step_*")) if root.exists() else []
+    ok = {c.path for c in valid}
+    newer_bad = sorted(quarantined_now + [p.name for p in on_disk if p not in ok])
+    if chosen is not None:
+        newer_bad = [n for n in newer_bad if n > chosen.path.name]
+    quarantined = sorted(p.name for p in root.glob(".step_*.corrupt-*")) if root.exists() else []
+    if chosen is not None and newer_bad:
+        report(f"run {run.hash}: resuming from step {chosen.step}, not from the newer unusable checkpoint(s) "
+               f"{newer_bad}")
+    if chosen is None and (newer_bad or quarantined):
+        report(f"run {run.hash}: no resumable checkpoint is left ({len(newer_bad) + len(quarantined)} corrupt or "
+               f"without optimizer state in {root}); training restarts from the start of the run")
+    return chosen
 
 
 def train(run, progress: bool = True, strategy: str = "ddp", device: str | None = None) -> None:
     """Train (or resume, or extend) `run` up to its config's step target. See module doc.
 
-    The caller holds the run's lock (nblib.runner.get_or_run, or this module's CLI)."""
-    cfg = run.config
+    The caller holds the run's lock (nblib.runner.get_or_run, or this module's CLI). A file
+    system error (a full disk, a read-only folder) is written to train.log before it is
+    raised; the last checkpoint stays, and the next start resumes from it."""
     log = _logger(run)
+    try:
+        _train(run, log, progress, strategy, device)
+    except OSError as e:
+        log.error(f"stopped by a file system error: {e}")
+        raise
+
+
+def _train(run, log, progress: bool, strategy: str, device: str | None) -> None:
+    cfg = run.config
     rank, world = dist_info()
+    if rank == 0:
+        for leftover in clean_checkpoint_temporaries(run.path):
+            log.info(f"removed {leftover.name}, left by an interrupted checkpoint write")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if cfg.batch_size % world:
         raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the world size {world}")
@@ -334,10 +371,10 @@ def _save(run, model, opts, step, cfg, log) -> None:
         return
     save_checkpoint(run.path, step, step * cfg.tokens_per_step, state, {"all": ostate})
     log.info(f"checkpoint step {step}")
-    if cfg.keep_optimizer == "last":
-        for ck in list_checkpoints(run.path, report=log.warning):
-            if ck.step < step and ck.has_optimizer:
-                drop_optimizer_state(ck)
+    if cfg.keep_optimizer == "last":  # the newest two keep their optimizer state: one corrupt file never means step 0
+        resumable = [ck for ck in list_checkpoints(run.path, report=log.warning) if ck.has_optimizer]
+        for ck in resumable[:-KEEP_RESUMABLE]:
+            drop_optimizer_state(ck)
 
 
 def _finish(run, model, steps, wall, log, skip_save=False) -> None:
@@ -361,26 +398,33 @@ def _finish(run, model, steps, wall, log, skip_save=False) -> None:
 
 def main(argv=None) -> int:
     """CLI: run or resume the run described by CONFIG.json in the run store."""
-    ap = argparse.ArgumentParser(prog="python -m nblib.train", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m nblib.train", description=__doc__.splitlines()[0],
+                                 epilog="Errors print one line and exit 2; --debug adds the traceback.")
     ap.add_argument("config", help="RunConfig as JSON (e.g. a run folder's config.json)")
     ap.add_argument("--run-root", default=None, help="run store folder (default: $NBLIB_RUN_ROOT or ./runs)")
     ap.add_argument("--strategy", default="ddp", choices=["ddp", "fsdp"], help="under torchrun")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--no-wait", action="store_true", help="fail at once if another process writes this run")
+    ap.add_argument("--lock-timeout", type=float, default=None, help="seconds to wait for another writer")
     args = ap.parse_args(argv)
     try:
-        cfg = RunConfig.from_dict(json.loads(Path(args.config).read_text()))
-    except (OSError, ValueError, TypeError) as e:
-        print(f"error: cannot read run config {args.config}: {e}", file=sys.stderr)
-        return 2
-    init_distributed()
+        raw = json.loads(Path(args.config).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read run config {args.config}: {e}") from None
+    cfg = RunConfig.from_dict(raw)  # ConfigError names the bad field
+    check_buildable(cfg, get_tokenizer(cfg.data["tokenizer"]).vocab_size)
+    if args.lock_timeout is not None and not args.lock_timeout >= 0:
+        raise ValueError(f"--lock-timeout={args.lock_timeout} is not allowed; allowed: seconds >= 0")
     store = RunStore(args.run_root)
+    store.check_parent(cfg)  # before any folder of this run exists
+    init_distributed()
     rank, world = dist_info()
     run = store.run(cfg)
+    _CLI_RUN[0] = run
     lock = store.lock(run) if rank == 0 else None
     try:
         if lock is not None:  # rank 0 holds the run for every rank, so no other trainer writes it
-            store.check_parent(cfg)
-            lock.acquire(blocking=True)
+            lock.acquire(blocking=not args.no_wait, timeout=args.lock_timeout)
             store.write_config(run)
         if world > 1:
             torch.distributed.barrier()
@@ -398,5 +442,18 @@ def main(argv=None) -> int:
     return 0
 
 
+_CLI_RUN: list = [None]  # the run the CLI works on, so an error can also go to its train.log
+
+
+def _log_cli_error(msg: str) -> None:
+    run = _CLI_RUN[0]
+    if run is not None and run.path.is_dir():
+        try:
+            with open_no_follow(run.path / "train.log", "a") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ERROR {msg}\n")
+        except OSError:
+            pass  # the error being reported may be that this very disk is full
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, on_error=_log_cli_error))

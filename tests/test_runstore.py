@@ -19,7 +19,7 @@ from nblib.runstore import RunConfig, RunLock, RunLockedError
 
 
 def _cfg(**kw):
-    base = dict(model={"family": "llama", "d_model": 8}, data={"stream": "packed", "seq_len": 16, "corpus": "x"},
+    base = dict(model={"family": "llama", "d_model": 8}, data={"stream": "packed", "seq_len": 16, "corpus": "x", "tokenizer": "byte"},
                 schedule={"kind": "wsd", "lr": 1e-2, "warmup_steps": 2}, n_tokens=1000, batch_size=4)
     base.update(kw)
     return RunConfig(**base)
@@ -143,9 +143,9 @@ def test_run_identity():
 
 
 def test_run_config_rejects_bad_values():
-    with pytest.raises(ValueError, match="stream"):
-        _cfg(data={"stream": "bogus", "seq_len": 4})
-    with pytest.raises(ValueError, match="mode"):
-        _cfg(init={"run": "x", "step": 1, "mode": "copy"})
-    with pytest.raises(ValueError, match="unknown RunConfig fields"):
+    with pytest.raises(ValueError, match="data.stream='bogus'"):
+        _cfg(data={"stream": "bogus", "seq_len": 4, "corpus": "x", "tokenizer": "byte"})
+    with pytest.raises(ValueError, match="init.mode='copy'"):
+        _cfg(init={"run": "0123456789abcdef", "step": 1, "mode": "copy"})
+    with pytest.raises(ValueError, match=r"run config fields=\['lr'\]"):
         RunConfig.from_dict({**_cfg().to_dict(), "lr": 3})

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from nblib.atomic import atomic_write_text
+from nblib.cli import run_cli
 from nblib.data.corpus import Corpus, load_corpus, split_documents
 from nblib.provenance import REPO_ROOT
 
@@ -62,11 +64,9 @@ def main(argv=None) -> int:
     p.add_argument("--vocab-size", type=int, default=1024)
     p.add_argument("--corpus", default="python-stdlib")
     a = p.parse_args(argv)
-    try:
-        text = train_bpe(load_corpus(a.corpus), a.vocab_size)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", a.name):
+        raise ValueError(f"name={a.name!r} is not allowed; allowed: letters, digits, '.', '_', '-' (a file name)")
+    text = train_bpe(load_corpus(a.corpus), a.vocab_size)
     out = TOKENIZER_DIR / f"{a.name}.json"
     atomic_write_text(out, text)
     print(f"wrote {out} ({a.vocab_size} entries, {len(text):,} bytes)")
@@ -74,4 +74,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -10,12 +10,15 @@ with --holdout, the held-out R^2/MAPE in log(LongPPL) space (App. A.2). A bad ta
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_path
+from ..cli import run_cli
 from .bootstrap import bootstrap
 from .fit import N_STARTS, fit_law, split_scales
 from .laws import VARIANTS, get_law
@@ -46,9 +49,19 @@ def _fmt(v: float) -> str:
 
 def run_fit(args) -> int:
     try:
+        with open(args.runs, "rb") as f:
+            if b"\0" in f.read(8192):
+                raise TableError(f"cannot read {args.runs}: not a text CSV file (binary content)")
         raw = pd.read_csv(args.runs)
+    except UnicodeDecodeError:
+        raise TableError(f"cannot read {args.runs}: not a text CSV file (binary content)") from None
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise TableError(f"cannot read {args.runs}: {e}") from e
+        raise TableError(f"cannot read {args.runs}: {e}") from None
+    if args.out:
+        parent = Path(args.out).resolve().parent
+        if Path(args.out).is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise TableError(f"--out {args.out} cannot be written (a folder, or a folder that is missing or not "
+                             f"writable); allowed: a file path in a writable folder")
     if args.law not in VARIANTS:
         raise TableError(f"unknown law {args.law!r}; allowed: {', '.join(VARIANTS)}")
     law = get_law(args.law)
@@ -59,8 +72,14 @@ def run_fit(args) -> int:
     if args.n_starts < 1:
         raise TableError(f"--n-starts must be >= 1, got {args.n_starts}")
     table = check_table(raw, need_scale=args.holdout is not None).reset_index(drop=True)
+    if table["longppl"].nunique() < 2:
+        raise TableError(f"every longppl in {args.runs} is {table['longppl'].iloc[0]}: nothing to fit; allowed: a "
+                         f"table whose LongPPL varies")
     if args.holdout:
         train_scales = [s for s in map(str, table["scale"].unique()) if s not in set(args.holdout)]
+        if not train_scales:
+            raise TableError(f"--holdout {' '.join(args.holdout)} names every scale of the table; allowed: leave at "
+                             f"least one scale to fit on")
         train, test = split_scales(table, train_scales, args.holdout)
     else:
         train, test = table, table.iloc[:0]
@@ -109,13 +128,8 @@ def run_fit(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run_fit(args)
-    except TableError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_fit(_parser().parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))
