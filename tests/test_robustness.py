@@ -213,45 +213,41 @@ def _hold_lock(lock_path: Path):
     return p
 
 
-def test_second_trainer_refuses_or_waits_visibly_and_names_the_holder(tmp_path):
+@pytest.fixture
+def locked_run(tmp_path):
+    """(config file, run store root, run, the process holding the run's lock)."""
     cfg_dict = good_config(steps=6, every=3)
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(cfg_dict))
     root = tmp_path / "runs"
     run = RunStore(root).run(RunConfig.from_dict(cfg_dict))
     holder = _hold_lock(run.path / "LOCK")
-    try:
-        code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--no-wait", "--no-progress")
-        assert_user_error(code, err, f"pid {holder.pid}", socket.gethostname(), "since")
-        t0 = time.time()
-        code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--lock-timeout", "1", "--no-progress")
-        assert_user_error(code, err, f"pid {holder.pid}")
-        assert "waiting for it to finish (up to 1 s)" in err and time.time() - t0 >= 1
-        assert not (run.path / "ckpt").exists()  # the refused trainers wrote nothing
-    finally:
-        holder.kill()
-        holder.wait()
+    yield cfg, root, run, holder
+    holder.kill()
+    holder.wait()
+
+
+def test_second_trainer_refuses_or_waits_visibly_and_names_the_holder(locked_run):
+    cfg, root, run, holder = locked_run
+    code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--no-wait", "--no-progress")
+    assert_user_error(code, err, f"pid {holder.pid}", socket.gethostname(), "since")
+    t0 = time.time()
+    code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--lock-timeout", "1", "--no-progress")
+    assert_user_error(code, err, f"pid {holder.pid}")
+    assert "waiting for it to finish (up to 1 s)" in err and time.time() - t0 >= 1
+    assert not (run.path / "ckpt").exists()  # the refused trainers wrote nothing
 
 
 @pytest.mark.slow
-def test_torchrun_trainer_refuses_a_locked_run(tmp_path):
-    cfg_dict = good_config(steps=6, every=3)
-    cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps(cfg_dict))
-    root = tmp_path / "runs"
-    run = RunStore(root).run(RunConfig.from_dict(cfg_dict))
-    holder = _hold_lock(run.path / "LOCK")
-    try:
-        torchrun = Path(sys.executable).parent / "torchrun"
-        p = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.train", str(cfg), "--run-root",
-                            str(root), "--no-wait", "--no-progress"], capture_output=True, text=True, env=ENV,
-                           timeout=300)
-        assert p.returncode != 0
-        assert f"is being written by pid {holder.pid}" in p.stderr
-        assert not (run.path / "ckpt").exists()
-    finally:
-        holder.kill()
-        holder.wait()
+def test_torchrun_trainer_refuses_a_locked_run(locked_run):
+    cfg, root, run, holder = locked_run
+    torchrun = Path(sys.executable).parent / "torchrun"
+    p = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.train", str(cfg), "--run-root",
+                        str(root), "--no-wait", "--no-progress"], capture_output=True, text=True, env=ENV,
+                       timeout=300)
+    assert p.returncode != 0
+    assert f"is being written by pid {holder.pid}" in p.stderr
+    assert not (run.path / "ckpt").exists()
 
 
 def test_lock_refuses_a_symlink_and_leaves_its_target_alone(tmp_path):
