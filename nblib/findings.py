@@ -208,3 +208,29 @@ def constant_last4_findings(paired: pd.DataFrame, ccc: pd.DataFrame, wins: pd.Da
     table.columns = [f"Dl = {c:g}N" for c in table.columns]
     return (_bullets(lines) + "\n\nMean relative LongPPL gain of Last4 over Raw, (Raw − Last4) / Raw, by scale and "
             "Dl/N (> 0: Last4 is better):\n\n" + table.to_markdown())
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 7: the KV cache and long-context FLOPs
+# ---------------------------------------------------------------------------------------
+def kv_cache_findings(measured: pd.DataFrame, table_7b: pd.DataFrame, flops: pd.DataFrame) -> str:
+    """Chapter 7's numbers next to the Gemma blog's: cache MB at 1024 tokens, the 7B-class
+    cache at 32k, and what 128k tokens cost per token under each recipe."""
+    at = measured[measured.tokens == 1024].set_index("model")["measured bytes"]
+    a, b = at.iloc[0], at.iloc[1]
+    exact = bool((measured["measured bytes"] == measured["formula bytes"]).all())
+    row32 = table_7b.set_index("tokens").loc[32768]
+    f = flops.set_index("recipe")
+    g128 = [c for c in flops.columns if c.startswith("GFLOPs/token at")][-1]
+    lines = [
+        f"KV cache per sequence at 1024 tokens, fp32: Model A {a / 1e6:.1f} MB, Model B {b / 1e6:.1f} MB, "
+        f"{a / b:.1f}x smaller (blog: 75.5 MB, 11.8 MB, 6.4x). The allocated tensors "
+        + ("equal the formula at every length measured." if exact else "DIFFER from the formula."),
+        f"A 7B-class model at 32k tokens in bf16: {row32.iloc[0]:.1f} GB with full multi-head attention, "
+        f"{row32.iloc[1]:.1f} GB with GQA-8, {row32.iloc[2]:.2f} GB with GQA-8 and windows "
+        f"({row32.iloc[0] / row32.iloc[2]:.0f}x smaller; blog: 17.2, 4.3, 0.91 GB, about 19x).",
+        f"At 128k tokens the 13.5B model of Model B's recipe needs {f.iloc[3][g128]:.1f} GFLOPs per token, less "
+        f"than the 6.7B model of Model A's recipe ({f.iloc[0][g128]:.1f}); attention scores are "
+        f"{100 * f.iloc[0].iloc[-1]:.0f}% of the latter's work (blog: 43 against 48 GFLOPs, 72%).",
+    ]
+    return _bullets(lines)

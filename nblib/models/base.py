@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import engine
-from .engine import check_idx, kv_positions_kept
+from .engine import check_idx
 from .layers import doc_positions, mean_keys
 
 
@@ -72,17 +72,24 @@ class DecoderLM(nn.Module):
         return total
 
     def kv_cache_bytes(self, seq_len, batch_size=1, bytes_per_el=4):
-        """Closed form 2 * n_kv * h * b * sum_l T_l per sequence, times batch_size (Gemma blog)."""
-        kept = sum(kv_positions_kept(seq_len, w) for w in self.layer_windows)
-        return 2 * self.n_kv_heads * self.head_dim * bytes_per_el * batch_size * kept
+        """Closed form 2 * n_kv * h * b * sum_l T_l per sequence, times batch_size (Gemma blog;
+        engine.kv_cache_bytes)."""
+        return engine.kv_cache_bytes(self.layer_windows, self.n_kv_heads, self.head_dim, seq_len, batch_size,
+                                     bytes_per_el)
 
-    def flops_per_token(self, seq_len, training=True):
-        """Analytic FLOPs per token at context seq_len (Gemma blog "FLOPs at long contexts" and
-        App.): 2 * weights of every linear layer (LM head included; norms, biases, softmax
-        not counted) + per layer 4 * d_attn * k_bar (scores and values), k_bar from
-        `mean_keys`. training=True: 3x forward (backward = 2x forward)."""
+    def flops_breakdown(self, seq_len):
+        """Forward FLOPs per token at context seq_len, in two parts (Gemma blog "FLOPs at long
+        contexts" and App.): "linear", 2 * the weights of every linear layer (LM head included;
+        norms, biases, softmax not counted), and "attention", per layer 4 * d_attn * k_bar
+        (scores and values), k_bar from `mean_keys`: the only part that grows with context."""
         linear = sum(m.weight.numel() for m in self.blocks.modules() if isinstance(m, nn.Linear))
         linear += self.vocab_size * self.d_model
         d_attn = self.n_heads * self.head_dim
         attn = sum(4 * d_attn * mean_keys(seq_len, w) for w in self.layer_windows)
-        return (2 * linear + attn) * (3 if training else 1)
+        return {"linear": 2 * linear, "attention": attn}
+
+    def flops_per_token(self, seq_len, training=True):
+        """Analytic FLOPs per token at context seq_len: `flops_breakdown` summed; training=True
+        is 3x the forward (backward = 2x forward)."""
+        f = self.flops_breakdown(seq_len)
+        return (f["linear"] + f["attention"]) * (3 if training else 1)

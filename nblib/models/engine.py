@@ -19,6 +19,14 @@ def kv_positions_kept(seq_len, window=None):
     return seq_len if window is None else min(seq_len, window - 1)
 
 
+def kv_cache_bytes(layer_windows, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_el=4):
+    """The Gemma blog's KV-cache size, 2 * n_kv * h * b * sum_l T_l per sequence, times the
+    batch: keys and values (2) of n_kv heads of size h, b bytes each, T_l positions kept by
+    layer l (`kv_positions_kept`; layer_windows: None for a global layer, W for a local one)."""
+    kept = sum(kv_positions_kept(seq_len, w) for w in layer_windows)
+    return 2 * n_kv_heads * head_dim * bytes_per_el * batch_size * kept
+
+
 class KVCache:
     """Preallocated KV cache (Gemma blog "What a KV cache stores").
 
