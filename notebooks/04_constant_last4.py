@@ -371,7 +371,7 @@ print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
 # computes Last4 LongPPL and ShortPPL at each evaluation point (caching what it has already
 # evaluated), fits {eq}`eq-prefix` with bootstrap intervals, and prints the predicted LongPPL at future
 # budgets with the marginal gain per extra billion tokens. Here it reads the trajectory
-# above.
+# above ({numref}`fig-monitor`).
 
 # %%
 plot = ch.store.root / "monitor" / f"{traj.hash}.png"
