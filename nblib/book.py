@@ -158,6 +158,14 @@ def benchmark_summary() -> list[str]:
         lines.append(f"- `benchmarks/results/train_throughput.md`: the trainer at every toy scale; MFU at the "
                      f"largest scale {100 * d['largest_scale_mfu']:.1f}% (goal: {d.get('goal', '')})"
                      + (f"; {min(ratio):.2f}-{max(ratio):.2f}x a plain training loop." if ratio else "."))
+    dec = bench / "decode.json"
+    if dec.exists():
+        rows = json.loads(dec.read_text())["rows"]
+        ratio = [r["hf_generate_s"] / r["generate_s"] for r in rows]
+        lines.append(f"- `benchmarks/results/decode.md`: Models A and B decoding with and without the KV cache; "
+                     f"`transformers`' generate() takes {min(ratio):.2f}-{max(ratio):.2f}x the time of ours "
+                     f"(> 1: ours is faster), same greedy tokens: "
+                     f"{'yes' if all(r['same_tokens_as_transformers'] for r in rows) else 'NO'}.")
     probe = bench / "toy_design_probe.jsonl"
     if probe.exists():
         n = sum(1 for line in probe.read_text().splitlines() if line.strip())

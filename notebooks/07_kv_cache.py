@@ -32,11 +32,10 @@
 # per-token compute from growing with the context.
 #
 # ```{note}
-# This chapter is half built. Everything below is computed here, from the models' real
-# shapes and cache tensors. Still to come (the chapters 6-8 issue): the prefill and decode
-# benchmark at batch 1 and 8 with 128- and 512-token prompts, with and without the cache,
-# next to Hugging Face `transformers`; step time against bytes read per step; and a
-# profiler cross-check of the FLOPs count.
+# The sizes and FLOPs below are computed here from the models' real shapes and cache
+# tensors. The speed section reads `benchmarks/results/decode.json`, which
+# `benchmarks/bench_decode.py` writes on this machine (random weights: speed does not depend
+# on them). Still to come (the chapters 6-8 issue): a profiler cross-check of the FLOPs count.
 # ```
 
 # %% tags=["parameters"]
@@ -45,13 +44,17 @@ seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 
 # %%
+import json
+
 import matplotlib.pyplot as plt
+import pandas as pd
 
 from nblib import findings
 from nblib.chapter import Chapter
 from nblib.inference_cost import kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table, measured_cache_bytes
 from nblib.models.gemma3 import Gemma3Config
 from nblib.models.gpt2 import GPT2Config
+from nblib.provenance import REPO_ROOT
 
 ch = Chapter("07_kv_cache", budget=budget, seed=seed, run_root=run_root)
 
@@ -122,10 +125,49 @@ ch.save_table(kbar, "mean_keys")
 kbar.round(3)
 
 # %% [markdown]
+# ## Decoding speed: with and without the cache, against `transformers`
+#
+# Prefill writes the cache in one pass over the prompt; each decode step reads every weight
+# once plus the whole batch's cache. Where memory bandwidth is the limit, the step time
+# follows the bytes read ({numref}`fig-decode-steps`), and Model B's smaller cache pays off
+# as the batch and the prompt grow.
+
+# %%
+bench_path = REPO_ROOT / "benchmarks" / "results" / "decode.json"
+bench = pd.DataFrame(json.loads(bench_path.read_text())["rows"]) if bench_path.exists() else None
+if bench is None:
+    print("no decode benchmark results yet: run `python benchmarks/bench_decode.py`")
+else:
+    ch.markdown((REPO_ROOT / "benchmarks" / "results" / "decode.md").read_text().replace("# Decode benchmark\n", ""))
+
+# %% tags=["remove-output"]
+#| label: cell-decode-steps
+fig, ax = plt.subplots(figsize=(6.5, 4))
+if bench is not None:
+    for (name, g), color in zip(bench.groupby("model", sort=False), ("tab:orange", "tab:blue")):
+        ax.plot(g.mb_read_per_step, g.decode_ms_per_step, "o-", c=color, label=name)
+        for _, r in g.iterrows():
+            ax.annotate(f"b{r.batch}/p{r.prompt}", (r.mb_read_per_step, r.decode_ms_per_step), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    ax.legend(fontsize=8)
+ax.set(xlabel="MB read per decode step (weights + KV cache)", ylabel="ms per decode step",
+       title="Decode step time against bytes read (fp32, CPU)")
+ch.save_figure(fig, "fig_decode_steps")
+
+# %% [markdown]
+# :::{figure} #cell-decode-steps
+# :label: fig-decode-steps
+# Time per decode step against the megabytes one step reads (every weight once plus the
+# batch's KV cache), for batch 1 and 8 after 128- and 512-token prompts, Models A and B with
+# random weights in fp32 on this machine's CPU (`benchmarks/bench_decode.py`).
+# :::
+#
 # ## What we see
 
 # %%
 ch.markdown(findings.kv_cache_findings(measured, table_7b, flops))
+if bench is not None:
+    ch.markdown(findings.decode_findings(bench))
 
 # %%
 ch.done()

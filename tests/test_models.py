@@ -423,6 +423,16 @@ def test_training_step_runs_with_finite_gradients(family):
 # ---------------------------------------------------------------- KV cache and generation
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_prefill_last_only_is_the_last_row_of_the_full_prefill(family):
+    model = small(family)
+    idx = torch.randint(0, V, (2, 30))
+    full = model.prefill(idx, model.init_kv_cache(2, 30))
+    last = model.prefill(idx, model.init_kv_cache(2, 30), last_only=True)
+    assert last.shape == (2, 1, V)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_kv_cache_logits_equal_full_forward(family):
     model = small(family)
     idx = torch.randint(0, V, (2, 40))

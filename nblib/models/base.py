@@ -48,9 +48,10 @@ class DecoderLM(nn.Module):
         """Preallocated cache for up to max_len positions (Gemma blog "What a KV cache stores")."""
         return engine.init_kv_cache(self, batch_size, max_len, dtype, device)
 
-    def prefill(self, idx, cache):
-        """engine.prefill: run idx (B, n) from position cache.pos on; logits (B, n, V)."""
-        return engine.prefill(self, idx, cache)
+    def prefill(self, idx, cache, last_only: bool = False):
+        """engine.prefill: run idx (B, n) from position cache.pos on; logits (B, n, V), or
+        only the last position's with last_only=True."""
+        return engine.prefill(self, idx, cache, last_only)
 
     def decode_step(self, idx_last, cache):
         """engine.decode_step: idx_last (B, 1) -> logits (B, 1, V)."""

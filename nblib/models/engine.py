@@ -111,9 +111,11 @@ def init_kv_cache(model, batch_size, max_len, dtype=None, device=None):
 
 
 @torch.no_grad()
-def prefill(model, idx, cache):
+def prefill(model, idx, cache, last_only: bool = False):
     """Run idx (B, n) through the model from position cache.pos on, storing its k/v.
-    Returns logits (B, n, V). Works on an empty or partly filled cache."""
+    Returns logits (B, n, V), or (B, 1, V) of the last position with last_only=True (what
+    generation needs: the LM head then skips the n - 1 other rows, a large share of a
+    long prompt's work at a 50K vocabulary). Works on an empty or partly filled cache."""
     check_idx(model, idx, cache.pos)
     n = idx.size(1)
     if cache.pos + n > cache.max_len:
@@ -121,7 +123,7 @@ def prefill(model, idx, cache):
     pos = torch.arange(cache.pos, cache.pos + n, device=idx.device)
     h = model._hidden(idx, pos, None, cache)
     cache.pos += n
-    return model.logits_from_hidden(h)
+    return model.logits_from_hidden(h[:, -1:] if last_only else h)
 
 
 def decode_step(model, idx_last, cache):
@@ -140,7 +142,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=
         raise ValueError(f"need temperature >= 0 and top_k >= 1 or None, got {temperature}, {top_k}")
     if use_cache:
         cache = init_kv_cache(model, idx.size(0), idx.size(1) + max_new_tokens)
-        logits = prefill(model, idx, cache)[:, -1]
+        logits = prefill(model, idx, cache, last_only=True)[:, -1]
     for step in range(max_new_tokens):
         if not use_cache:
             logits = model(idx)[0][:, -1]
