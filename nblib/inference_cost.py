@@ -10,8 +10,10 @@ KV cache stores", "The KV cache of a larger model", "FLOPs at long contexts").
   depth (the blog scales both recipes to 7B- and 14B-class models), and
   `long_context_flops`: their forward FLOPs per token at 1k and 128k, and the share of the
   attention scores.
-Everything is computed on PyTorch's meta device (shapes, no memory) or from the formulas;
-only the measured cache tensors are real.
+- `profiler_flops`: PyTorch's FlopCounterMode on one real forward pass against the analytic
+  linear term.
+Everything else is computed on PyTorch's meta device (shapes, no memory) or from the
+formulas; the measured cache tensors and the profiled forward passes are real.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 
 import pandas as pd
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from nblib.models import build_model, config_to_dict
 from nblib.models.engine import kv_cache_bytes, kv_positions_kept
@@ -126,4 +129,30 @@ def measured_cache_bytes(models: dict, lengths, dtype=torch.float32) -> pd.DataF
                          "formula bytes": m.kv_cache_bytes(T, bytes_per_el=per_el),
                          "positions kept": sum(kv_positions_kept(T, w) for w in m.layer_windows)})
             del cache
+    return pd.DataFrame(rows)
+
+
+def profiler_flops(models: dict, seq_len: int = 256) -> pd.DataFrame:
+    """Cross-check of `flops_breakdown` with PyTorch's FlopCounterMode on one forward pass of
+    each real model (random weights, batch 1, `seq_len` tokens): the matmuls it counts per
+    token against the analytic linear term. FlopCounterMode has no formula for the CPU SDPA
+    kernels, so what it counts of attention (none of the SDPA calls; the bmm of the blocked
+    band path) is reported next to the closed form, which the tests check against
+    brute-force counts of the masks instead."""
+    rows = []
+    for name, (family, cfg) in models.items():
+        torch.manual_seed(0)
+        m = build_model(family, config_to_dict(cfg)).eval()
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            m(torch.randint(0, cfg.vocab_size, (1, seq_len)))
+        counts = {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
+        # the linear layers run as mm/addmm; anything else counted belongs to attention
+        matmul = sum(n for op, n in counts.items() if op in ("aten.mm", "aten.addmm"))
+        other = sum(n for op, n in counts.items() if op not in ("aten.mm", "aten.addmm"))
+        f = m.flops_breakdown(seq_len)
+        rows.append({"model": name, "tokens": seq_len, "analytic linear FLOPs/token": f["linear"],
+                     "profiler matmul FLOPs/token": matmul / seq_len,
+                     "ratio": matmul / seq_len / f["linear"], "analytic attention FLOPs/token": f["attention"],
+                     "profiler attention FLOPs/token": other / seq_len})
+        del m
     return pd.DataFrame(rows)

@@ -35,7 +35,7 @@
 # The sizes and FLOPs below are computed here from the models' real shapes and cache
 # tensors. The speed section reads `benchmarks/results/decode.json`, which
 # `benchmarks/bench_decode.py` writes on this machine (random weights: speed does not depend
-# on them). Still to come (the chapters 6-8 issue): a profiler cross-check of the FLOPs count.
+# on them).
 # ```
 
 # %% tags=["parameters"]
@@ -51,7 +51,8 @@ import pandas as pd
 
 from nblib import findings
 from nblib.chapter import Chapter
-from nblib.inference_cost import kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table, measured_cache_bytes
+from nblib.inference_cost import (kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,
+                                  measured_cache_bytes, profiler_flops)
 from nblib.models.gemma3 import Gemma3Config
 from nblib.models.gpt2 import GPT2Config
 from nblib.provenance import REPO_ROOT
@@ -123,6 +124,18 @@ flops.round(3)
 kbar = mean_keys_table()
 ch.save_table(kbar, "mean_keys")
 kbar.round(3)
+
+# %% [markdown]
+# **A profiler cross-check.** PyTorch's `FlopCounterMode` counts the FLOPs of one real
+# forward pass of each model: its matrix multiplications per token against the analytic
+# linear term above. It has no formula for the CPU attention kernels, so the attention term
+# rests on the closed form for $\bar{k}$ (which the tests check against brute-force counts
+# of the masks).
+
+# %%
+prof = profiler_flops(models, seq_len=256)
+ch.save_table(prof, "flops_profiler_check")
+prof
 
 # %% [markdown]
 # ## Decoding speed: with and without the cache, against `transformers`

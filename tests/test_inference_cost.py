@@ -54,3 +54,13 @@ def test_long_context_flops_table_matches_the_blog(name, params, g1k, g128k, gro
     assert round(row["parameters (B)"], 1) == params
     assert round(row["GFLOPs/token at 1,024"], 1) == g1k and round(row["GFLOPs/token at 131,072"], 1) == g128k
     assert round(row["growth 1,024 -> 131,072"], 1) == growth and round(row["attention share at 131,072"], 2) == share
+
+
+def test_profiler_counts_the_analytic_linear_flops_exactly():
+    small = {"A": ("gpt2", GPT2Config(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4)),
+             "B": ("gemma3", Gemma3Config(vocab_size=97, d_model=32, n_layers=4, n_heads=4, n_kv_heads=1,
+                                          head_dim=8, d_ff=64, window=8))}
+    from nblib.inference_cost import profiler_flops
+
+    t = profiler_flops(small, seq_len=24)
+    assert (t["ratio"] == 1.0).all()
