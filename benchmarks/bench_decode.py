@@ -38,49 +38,10 @@ from nblib.atomic import atomic_write_json, atomic_write_text  # noqa: E402
 from nblib.models import build_model, config_to_dict  # noqa: E402
 from nblib.models.gemma3 import Gemma3Config  # noqa: E402
 from nblib.models.gpt2 import GPT2Config  # noqa: E402
+from nblib.models.hf_twin import transformers_twin  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 SETTINGS = [(1, 128), (1, 512), (8, 128), (8, 512)]
-
-
-def hf_twin(family: str, model):
-    """The transformers model of the same configuration with our weights copied in."""
-    import transformers as tf  # the comparison's subject: only this benchmark needs it
-
-    c = model.config
-    if family == "gpt2":
-        hf = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=c.vocab_size, n_positions=c.max_seq_len, n_embd=c.d_model,
-                                              n_layer=c.n_layers, n_head=c.n_heads, layer_norm_epsilon=c.norm_eps))
-        sd = {}
-        for k, v in model.state_dict().items():  # HF's Conv1D stores (in, out): transpose those weights
-            conv1d = k.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
-            sd["transformer." + k.replace("blocks.", "h.")] = v.t() if conv1d else v
-        sd["lm_head.weight"] = model.wte.weight
-        missing, unexpected = hf.load_state_dict(sd, strict=False)
-        if unexpected or not all(".attn.bias" in m or "masked_bias" in m for m in missing):
-            raise RuntimeError(f"GPT-2 weights do not map onto transformers: {unexpected or missing}")
-        return hf.eval()
-    hc = tf.Gemma3TextConfig(
-        vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff, num_hidden_layers=c.n_layers,
-        num_attention_heads=c.n_heads, num_key_value_heads=c.n_kv_heads, head_dim=c.head_dim,
-        query_pre_attn_scalar=c.head_dim, sliding_window=c.window, max_position_embeddings=8192,
-        rms_norm_eps=c.norm_eps, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        layer_types=["full_attention" if w is None else "sliding_attention" for w in c.layer_windows],
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": c.rope_local_base},
-                         "full_attention": {"rope_type": "default", "rope_theta": c.rope_global_base}})
-    hf = tf.Gemma3ForCausalLM(hc)
-    names = [("embed.", "model.embed_tokens."), ("blocks.", "model.layers."), ("attn.", "self_attn."),
-             ("pre_attn_norm", "input_layernorm"), ("post_attn_norm", "post_attention_layernorm"),
-             ("pre_mlp_norm", "pre_feedforward_layernorm"), ("post_mlp_norm", "post_feedforward_layernorm")]
-    sd = {}
-    for k, v in model.state_dict().items():
-        hk = k
-        for a, b in names:
-            hk = hk.replace(a, b)
-        sd["model.norm.weight" if k == "norm.weight" else hk] = v
-    sd["lm_head.weight"] = model.embed.weight
-    hf.load_state_dict(sd, strict=True)
-    return hf.eval()
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:
@@ -145,7 +106,7 @@ def main(argv=None) -> int:
     for name, (family, cfg) in models.items():
         torch.manual_seed(0)
         model = build_model(family, config_to_dict(cfg)).eval()
-        hf = hf_twin(family, model)
+        hf = transformers_twin(model)
         for batch, prompt in SETTINGS:
             idx = torch.randint(0, cfg.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(1))
             _, (pre, dec, toks) = best_of(lambda: ours_phases(model, idx, a.new_tokens), a.repeats)

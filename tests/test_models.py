@@ -18,6 +18,7 @@ from nblib.models import (GPT2, Gemma3, Gemma3Config, GPT2Config, Llama, LlamaCo
                           config_to_dict)
 from nblib.models import engine as E
 from nblib.models import layers as A
+from nblib.models.hf_twin import transformers_twin
 
 V = 97  # small vocab for random configs
 
@@ -289,19 +290,10 @@ def _randomize_all(model, std=0.1):
 
 
 def test_gpt2_matches_transformers():
-    tf = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     model = small("gpt2")
     _randomize_all(model)
-    hf = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4,
-                                          attn_implementation="eager")).eval()
-    sd = {}
-    for k, v in model.state_dict().items():
-        hk = "transformer." + k.replace("blocks.", "h.")
-        conv1d = k.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
-        sd[hk] = v.t() if conv1d else v
-    sd["lm_head.weight"] = model.wte.weight
-    missing, unexpected = hf.load_state_dict(sd, strict=False)
-    assert not unexpected and all(".attn.bias" in m or "masked_bias" in m for m in missing)
+    hf = transformers_twin(model, attn_implementation="eager")
     idx = torch.randint(0, V, (2, 30))
     torch.testing.assert_close(model(idx)[0], hf(idx).logits, atol=1e-5, rtol=1e-4)
 
@@ -333,30 +325,10 @@ def test_llama_matches_transformers():
 
 
 def test_gemma3_matches_transformers():
-    tf = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     model = small("gemma3", rope_global_base=1e6)  # Gemma 3's own global base
     _randomize_all(model)
-    cfg = model.config
-    hc = tf.Gemma3TextConfig(
-        vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8, sliding_window=cfg.window,
-        max_position_embeddings=64, rms_norm_eps=1e-6, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        layer_types=["full_attention" if w is None else "sliding_attention" for w in cfg.layer_windows],
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                         "full_attention": {"rope_type": "default", "rope_theta": 1e6}})
-    hc._attn_implementation = "eager"
-    hf = tf.Gemma3ForCausalLM(hc).eval()
-    names = [("embed.", "model.embed_tokens."), ("blocks.", "model.layers."), ("attn.", "self_attn."),
-             ("pre_attn_norm", "input_layernorm"), ("post_attn_norm", "post_attention_layernorm"),
-             ("pre_mlp_norm", "pre_feedforward_layernorm"), ("post_mlp_norm", "post_feedforward_layernorm")]
-    sd = {}
-    for k, v in model.state_dict().items():
-        hk = k
-        for a, b in names:
-            hk = hk.replace(a, b)
-        sd["model.norm.weight" if k == "norm.weight" else hk] = v
-    sd["lm_head.weight"] = model.embed.weight
-    hf.load_state_dict(sd, strict=True)
+    hf = transformers_twin(model, attn_implementation="eager")  # strict: every weight maps one to one
     idx = torch.randint(0, V, (2, 40))  # T = 40 > 2W: our band path against HF's dense mask
     torch.testing.assert_close(model(idx)[0], hf(idx).logits, atol=1e-5, rtol=1e-4)
 
