@@ -57,6 +57,75 @@ class ScaleSpec:
     paper_n_params: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class ModelPairSpec:
+    """The Gemma blog's Models A and B at one budget (Gemma blog, "The two models"; Part 1).
+
+    Both train on the same token stream (same corpus, tokenizer, seed, batch and token
+    budget), so any difference between them is the architecture. `model_a` holds
+    `GPT2Config` fields, `model_b` `Gemma3Config` fields. `seq_len` is the training context
+    L (the blog: 1024); Model B's window is L/2 in three layers of four.
+    """
+
+    model_a: dict
+    model_b: dict
+    seq_len: int
+    n_tokens: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    decay_frac: float  # WSD: the last fraction of steps decays to a tenth of lr
+    n_checkpoints: int  # evenly spaced checkpoints kept for the loss curves and later chapters
+    corpus: str
+    tokenizer: str
+    n_eval_windows: int  # held-out windows of L tokens behind the loss curves and the analyses
+
+
+def _pair_shapes(*, vocab_a: int, vocab_b: int, d: int, layers: int, heads: int, seq_len: int) -> tuple[dict, dict]:
+    """Models A and B with the blog's proportions at width d: head size d/heads, MLP 4d (A)
+    and GeGLU 8d/3 (B, rounded to a multiple of 8), GQA 4:1, window L/2 in 3 layers of 4."""
+    head_dim = d // heads
+    a = dict(vocab_size=vocab_a, max_seq_len=seq_len, d_model=d, n_layers=layers, n_heads=heads)
+    b = dict(vocab_size=vocab_b, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=heads // 4,
+             head_dim=head_dim, d_ff=8 * round(d / 3), max_seq_len=seq_len, window=seq_len // 2)
+    return a, b
+
+
+def _pair_full() -> ModelPairSpec:
+    # The blog's exact models (GPT2Config.gpt2_124m, Gemma3Config.gemma3_113m: 124,439,808 and
+    # 112,990,464 parameters), 9.8B FineWeb-Edu tokens with the GPT-2 tokenizer, 1024 context;
+    # 512 x 1024 tokens per step gives ~18.7K steps, so the blog's 200-step YaRN fine-tune
+    # is ~1% of pre-training, as it says.
+    a, b = _pair_shapes(vocab_a=50257, vocab_b=50304, d=768, layers=12, heads=12, seq_len=1024)
+    return ModelPairSpec(model_a=a, model_b=b, seq_len=1024, n_tokens=9_800_000_000, batch_size=512, lr=6e-4,
+                         warmup_steps=700, decay_frac=0.2, n_checkpoints=20,
+                         corpus="jsonl:data/fineweb-edu/train.jsonl", tokenizer="hf:data/tokenizer/gpt2.json",
+                         n_eval_windows=64)
+
+
+def _pair_toy() -> ModelPairSpec:
+    # The blog's shapes scaled down together: width 768 -> 128, 12 -> 4 layers (so one global
+    # layer in four is kept), 12 -> 4 query heads over 1 key/value head (GQA 4:1), heads of
+    # 32 (16 RoPE bands instead of 32), context 1024 -> 256 with the window at L/2 = 128.
+    # 2.46M tokens (600 steps of 16 x 256) is what two CPU cores train in about 6 minutes for
+    # both models (~7K tokens/s each, one thread per model). Natural text alone suffices here:
+    # a probe of Model B at this shape, LR and budget formed induction heads (copy gain of a
+    # repeated random segment 2.5 nats at distance 16, 1.8 at 128), and 20% synthetic repeats
+    # mixed in raised that to 7.5 but cost 0.2 nats of natural loss at every position, so the
+    # stream stays natural (chapter 6 measures the trained models' copy gain).
+    a, b = _pair_shapes(vocab_a=1024, vocab_b=1024, d=128, layers=4, heads=4, seq_len=256)
+    return ModelPairSpec(model_a=a, model_b=b, seq_len=256, n_tokens=2_457_600, batch_size=16, lr=1e-2,
+                         warmup_steps=50, decay_frac=0.2, n_checkpoints=8, corpus="python-stdlib",
+                         tokenizer="bpe:stdlib-1024", n_eval_windows=64)
+
+
+def _pair_smoke() -> ModelPairSpec:
+    a, b = _pair_shapes(vocab_a=257, vocab_b=257, d=32, layers=4, heads=4, seq_len=64)
+    return ModelPairSpec(model_a=a, model_b=b, seq_len=64, n_tokens=40 * 4 * 64, batch_size=4, lr=1e-2,
+                         warmup_steps=4, decay_frac=0.2, n_checkpoints=4, corpus="python-stdlib",
+                         tokenizer="byte", n_eval_windows=8)
+
+
 @dataclass(frozen=True)
 class LongPPLSpec:
     """LongPPL/ShortPPL protocol (LCCP paper §3.1, App. A.1; Fang et al.'s reference code).
@@ -100,6 +169,7 @@ class Budget:
     longppl: LongPPLSpec
     reference: dict  # the LongPPL reference model (paper: Llama-3.1-8B)
     scales: dict = field(default_factory=dict)
+    pair: ModelPairSpec | None = None  # the Gemma blog's Models A and B (chapters 6-10)
     n_boot: int = 100  # bootstrap refits behind parameter and prediction intervals
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
@@ -158,7 +228,7 @@ def _full() -> Budget:
         lccp_mixture="lccp_32k", ext_mixture="extension_128k",
         longppl=LongPPLSpec(trunc_len=4096, sliding_window=1024, n_docs=10000, min_doc_len=32768, max_doc_len=40000),
         reference={"kind": "hf", "path": "data/models/Llama-3.1-8B"},
-        scales=scales, n_boot=200,
+        scales=scales, pair=_pair_full(), n_boot=200,
         notes="The paper's scale: 16 H800 GPUs in the paper; run through torchrun (README).",
     )
 
@@ -210,7 +280,7 @@ def _toy() -> Budget:
                    "warmup_steps": 50, "n_tokens": 2_000_000,
                    # the small reference does not learn to copy: mix in a cache model (nblib.metrics.copy)
                    "copy": {"min_match": 3, "max_match": 32, "calibration_sequences": 400}},
-        scales=scales,
+        scales=scales, pair=_pair_toy(),
         notes="CPU main job: every phenomenon at small scale, BPE tokens of the Python stdlib corpus.",
     )
 
@@ -248,7 +318,7 @@ def _smoke() -> Budget:
                    "batch": 4, "lr": 1e-2,
                    "warmup_steps": 2, "n_tokens": 20_000,
                    "copy": {"min_match": 4, "max_match": 16, "calibration_sequences": 20}},
-        scales=scales, n_boot=8,
+        scales=scales, pair=_pair_smoke(), n_boot=8,
         notes="CI: seconds per notebook; numbers are meaningless, code paths are real.",
     )
 

@@ -44,3 +44,10 @@ TABLE12_MEAN_LONGPPL = {"raw": 2.284, "last4": 2.20}
 FIG17_RATIO = {"5N": 3.35, "120N": 2.22}
 # §3.2: held-out-scale fit quality of Eq. 1 on Linear-Decay data.
 HELDOUT_CLAIM = {"r2_min": 0.95, "mape_max_pct": 2.0}
+
+# Gemma blog, "How each model represents position" and its appendix (h = 64, L = 1024):
+# band groups; slow-band weight of Model B's heads; Model A's learned table against RoPE.
+BLOG_BAND_GROUPS = {"fast": 6, "middle": 12, "slow": 14, "complete a turn": 18}
+BLOG_SLOW_WEIGHT = {"median": 0.53, "even": 14 / 32, "max": 0.84, "min": 0.42, "above_75pct": 5}
+BLOG_POSITION_TABLE = {"r2": 0.71, "sim_at_10": 0.91, "negative_by": 500, "rope_sim_at_10": 0.66,
+                       "rope_sim_at_end": 0.2}

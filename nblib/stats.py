@@ -1,4 +1,4 @@
-"""Small agreement statistics shared by the chapters."""
+"""Small statistics shared by the chapters: agreement (Lin's CCC) and paired bootstrap intervals."""
 
 from __future__ import annotations
 
@@ -30,3 +30,20 @@ def lins_ccc(x, y) -> float:
     if denom == 0:
         raise ValueError("CCC undefined: x and y are the same constant")
     return float(2 * sxy / denom)
+
+
+def paired_bootstrap(a, b, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """Mean of the paired differences a - b (one pair per document) with a percentile
+    bootstrap interval: documents are resampled with replacement, n_boot times (Efron &
+    Tibshirani, 1993, ch. 13). Returns {"diff", "lo", "hi", "n"}."""
+    a, b = _pair(a, b)
+    if not (isinstance(n_boot, int) and n_boot >= 100):
+        raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed: an int >= 100")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} is not allowed; allowed: a number in (0, 1)")
+    d = a - b
+    idx = np.random.default_rng(seed).integers(0, d.size, (n_boot, d.size))
+    means = d[idx].mean(1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return {"diff": float(d.mean()), "lo": float(lo), "hi": float(hi), "n": int(d.size)}

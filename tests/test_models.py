@@ -458,6 +458,40 @@ def test_top_k_sampling_stays_in_top_k():
     assert torch.equal(E.sample_next(logits, 0.0), logits.argmax(-1, keepdim=True))
 
 
+def test_nucleus_sampling_matches_the_renormalised_nucleus():
+    """top_p keeps the smallest most-likely set with mass >= p (Holtzman et al., 2020) and
+    samples it renormalised: probs (.5, .3, .15, .05) at p = .8 -> {0: .625, 1: .375}."""
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log().repeat(4000, 1)
+    gen = torch.Generator().manual_seed(0)
+    draws = E.sample_next(logits, 1.0, None, gen, top_p=0.8).ravel()
+    freq = torch.bincount(draws, minlength=4).double() / len(draws)
+    assert freq[2] == freq[3] == 0
+    assert abs(freq[0].item() - 0.625) < 4 * (0.625 * 0.375 / 4000) ** 0.5
+    wider = E.sample_next(logits, 1.0, None, gen, top_p=0.81).ravel()
+    assert set(wider.tolist()) == {0, 1, 2}
+    assert set(E.sample_next(logits[:50], 1.0, None, gen, top_p=1e-6).ravel().tolist()) == {0}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sampling_is_reproducible_for_a_seed(family):
+    model = small(family)
+    prompt = torch.randint(0, V, (2, 5))
+    kw = dict(temperature=0.8, top_k=20, top_p=0.9)
+    g1 = model.generate(prompt, 30, generator=torch.Generator().manual_seed(11), **kw)
+    g2 = model.generate(prompt, 30, generator=torch.Generator().manual_seed(11), **kw)
+    g3 = model.generate(prompt, 30, use_cache=False, generator=torch.Generator().manual_seed(11), **kw)
+    g4 = model.generate(prompt, 30, generator=torch.Generator().manual_seed(12), **kw)
+    assert torch.equal(g1, g2) and torch.equal(g1, g3)
+    assert not torch.equal(g1, g4)
+
+
+@pytest.mark.parametrize("bad, match", [(dict(temperature=-1), "temperature=-1"), (dict(top_k=0), "top_k=0"),
+                                        (dict(top_p=0.0), "top_p=0.0"), (dict(top_p=1.5), "top_p=1.5")])
+def test_generate_rejects_bad_sampling_parameters(bad, match):
+    with pytest.raises(ValueError, match=match):
+        small("gpt2").generate(torch.zeros(1, 3, dtype=torch.long), 2, **bad)
+
+
 def test_gpt2_position_table_limit():
     model = small("gpt2")  # max_seq_len 64
     with pytest.raises(ValueError, match="position table"):

@@ -57,9 +57,10 @@ class DecoderLM(nn.Module):
         """engine.decode_step: idx_last (B, 1) -> logits (B, 1, V)."""
         return engine.decode_step(self, idx_last, cache)
 
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
-        """engine.generate: append max_new_tokens tokens to idx (B, T), with or without the cache."""
-        return engine.generate(self, idx, max_new_tokens, temperature, top_k, use_cache, generator)
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None, top_p=None):
+        """engine.generate: append max_new_tokens tokens to idx (B, T), with or without the
+        cache; greedy, top-k and/or nucleus (top_p) sampling."""
+        return engine.generate(self, idx, max_new_tokens, temperature, top_k, use_cache, generator, top_p)
 
     # ---- counts
 

@@ -81,16 +81,34 @@ def attention(q, k, v, window=None, seg=None, cache=None, layer=0):
     return _cached_attend(q, k, v, cache, layer)
 
 
-def sample_next(logits, temperature=1.0, top_k=None, generator=None):
+def sample_next(logits, temperature=1.0, top_k=None, generator=None, top_p=None):
     """Next token (B, 1) from last-position logits (B, V): greedy when temperature == 0 or
-    top_k == 1, else top-k sampling at the given temperature."""
+    top_k == 1; else sampled at the given temperature from the top_k most likely tokens
+    and/or the nucleus (Holtzman et al., 2020): the smallest set of most likely tokens whose
+    probabilities sum to at least top_p. Seeded by `generator`."""
     if temperature == 0 or top_k == 1:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits.float() / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        before = probs.cumsum(-1) - probs  # mass of the strictly more likely tokens
+        drop_sorted = before >= top_p  # keeps the most likely token always
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def check_sampling(temperature, top_k, top_p) -> None:
+    """Raise ValueError naming a sampling parameter outside its allowed range."""
+    if not (isinstance(temperature, (int, float)) and temperature >= 0):
+        raise ValueError(f"temperature={temperature!r} is not allowed; allowed: a number >= 0 (0 = greedy)")
+    if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
+        raise ValueError(f"top_k={top_k!r} is not allowed; allowed: None or an int >= 1")
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ValueError(f"top_p={top_p!r} is not allowed; allowed: None or a number in (0, 1]")
 
 
 def check_idx(model, idx, start=0):
@@ -134,19 +152,19 @@ def decode_step(model, idx_last, cache):
 
 
 @torch.no_grad()
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
-    """Append max_new_tokens tokens to idx (B, T); greedy if temperature == 0 or top_k == 1.
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None, top_p=None):
+    """Append max_new_tokens tokens to idx (B, T); greedy if temperature == 0 or top_k == 1,
+    else top-k and/or nucleus (top_p) sampling (`sample_next`), seeded by `generator`.
     use_cache=False recomputes the whole sequence every step (the slow reference)."""
     check_idx(model, idx, max_new_tokens)
-    if temperature < 0 or (top_k is not None and top_k < 1):
-        raise ValueError(f"need temperature >= 0 and top_k >= 1 or None, got {temperature}, {top_k}")
+    check_sampling(temperature, top_k, top_p)
     if use_cache:
         cache = init_kv_cache(model, idx.size(0), idx.size(1) + max_new_tokens)
         logits = prefill(model, idx, cache, last_only=True)[:, -1]
     for step in range(max_new_tokens):
         if not use_cache:
             logits = model(idx)[0][:, -1]
-        nxt = sample_next(logits, temperature, top_k, generator)
+        nxt = sample_next(logits, temperature, top_k, generator, top_p)
         idx = torch.cat((idx, nxt), dim=1)
         if use_cache and step < max_new_tokens - 1:
             logits = decode_step(model, nxt, cache)[:, -1]
