@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nblib.paper_values import BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, HELDOUT_CLAIM, TABLE3_LD
+from nblib.paper_values import (BLOG_ATTENTION, BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, BLOG_YARN, HELDOUT_CLAIM,
+                                TABLE3_LD)
 from nblib.stats import paired_bootstrap
 
 
@@ -293,7 +294,7 @@ def pair_findings(final: dict, speed: pd.DataFrame, params: pd.DataFrame, budget
 # Chapter 8: position
 # ---------------------------------------------------------------------------------------
 def position_findings(counts: pd.DataFrame, slow: pd.DataFrame, slow_untrained: pd.DataFrame, even: float,
-                      picks: dict, check: dict, stats: pd.DataFrame, budget: str) -> str:
+                      picks: dict, check: dict, stats: pd.DataFrame, global_layers) -> str:
     """Chapter 8's conclusions next to the Gemma blog's: band groups, slow-band weight of the
     trained heads against an even spread and an untrained control, the exactness of the band
     decomposition, and Model A's learned table against a random one and RoPE."""
@@ -319,6 +320,11 @@ def position_findings(counts: pd.DataFrame, slow: pd.DataFrame, slow_untrained: 
             "training moved the median toward the slow bands, within the spread random weights already have."
             if w.median() > w0.median() else
             "training did NOT move the weight toward the slow bands at this budget, unlike the blog's model."),
+        "By layer kind: the heads of the global layers ("
+        + ", ".join(str(x) for x in global_layers) + f") have a median slow-band weight of "
+        f"{w[slow['layer'].isin(global_layers)].median():.0%}, the local layers' "
+        f"{w[~slow['layer'].isin(global_layers)].median():.0%}: only the global layers see distances at which the "
+        "slow bands turn appreciably, and they lean on them.",
         "The band decomposition is exact: for the three heads ("
         + ", ".join(f"{k}: layer {int(r['layer'])} head {int(r['head'])}, {r['slow_weight']:.0%}" for k, r in picks.items())
         + f") the bands' sum differs from the directly computed mean score by at most {max(check.values()):.1e}.",
@@ -330,5 +336,107 @@ def position_findings(counts: pd.DataFrame, slow: pd.DataFrame, slow_untrained: 
         + (f"The similarity turns negative at distance {int(neg)} (blog: by {bp['negative_by']} of 1024)."
            if neg is not None and not pd.isna(neg) else "The mean similarity stays positive at every distance "
            f"(blog: negative by {bp['negative_by']} of 1024)."),
+    ]
+    return _bullets(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 9: YaRN
+# ---------------------------------------------------------------------------------------
+def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFrame, snaps: pd.DataFrame,
+                  whole_vs_window: pd.DataFrame, passkey: pd.DataFrame, L: int, sL: int, budget: str) -> str:
+    """Chapter 9's conclusions next to the Gemma blog's: the breakdown of plain RoPE past L,
+    what zero-shot YaRN holds and costs, what the fine-tune recovers and how fast, and the
+    two checks the blog did not run (whole page against last L; passkey retrieval)."""
+    by = BLOG_YARN
+    iv = intervals.set_index("difference")
+    cols = list(by_pos.index)
+    inside, far = cols[1], cols[-1]  # (L/2..L) and (2L..sL)
+
+    def ci(row):
+        r = iv.iloc[row]
+        return f"{r['a - b']:+.2f} [{r['95% lo']:+.2f}, {r['95% hi']:+.2f}]"
+
+    rise = by_pos.loc[far, "plain RoPE"] - by_pos.loc[inside, "plain RoPE"]
+    held = by_pos.loc[far, "zero-shot YaRN"] - by_pos.loc[inside, "zero-shot YaRN"]
+    gain = snaps["whole page"].iloc[0] - snaps["whole page"]
+    first = gain.iloc[1] / gain.iloc[-1] if len(gain) > 1 and gain.iloc[-1] > 0 else float("nan")
+    wv = whole_vs_window
+    pk = passkey["all depths"]
+    lines = [
+        f"Plain RoPE past L: its loss per position goes from {by_pos.loc[inside, 'plain RoPE']:.2f} (positions "
+        f"{inside}) to {by_pos.loc[far, 'plain RoPE']:.2f} ({far}), {rise:+.2f} nats; the whole {sL}-token page "
+        f"reads at perplexity {ppl.loc[sL, 'plain RoPE']:.1f} (blog: {by['loss_jump'][0]} to {by['loss_jump'][1]}, "
+        f"page {by['page']['plain RoPE']}). " + ("Plain RoPE breaks down past L, as in the blog."
+                                                 if rise > 0.05 else "Plain RoPE does NOT break down here."),
+        f"Zero-shot YaRN: page perplexity {ppl.loc[sL, 'zero-shot YaRN']:.1f}, plain minus zero-shot {ci(0)} "
+        f"(blog: {by['page']['zero-shot YaRN']}, {by['plain_minus_zero'][0]} [{by['plain_minus_zero'][1]}, "
+        f"{by['plain_minus_zero'][2]}]); its loss past 2L differs from its loss at {inside} by {held:+.2f} nats "
+        + ("(it holds)." if abs(held) < abs(rise) / 2 else "(it does not hold).")
+        + f" At L it costs {ci(2)} perplexity against plain RoPE (blog: {by['first L']['plain RoPE']} -> "
+        f"{by['first L']['zero-shot YaRN']}).",
+        f"Fine-tuned ({int(snaps.step.iloc[-1])} steps): page perplexity {ppl.loc[sL, 'YaRN fine-tuned']:.1f}, "
+        f"zero-shot minus fine-tuned {ci(1)} (blog: {by['page']['YaRN fine-tuned']}, {by['zero_minus_ft'][0]} "
+        f"[{by['zero_minus_ft'][1]}, {by['zero_minus_ft'][2]}]); at L, fine-tuned minus plain RoPE {ci(3)} (blog: "
+        f"{by['first L']['YaRN fine-tuned']} against {by['first L']['plain RoPE']}). The first snapshot (step "
+        f"{int(snaps.step.iloc[1]) if len(snaps) > 1 else 0}) has {first:.0%} of the final gain (blog: "
+        f"{by['gain_share_after_first_snapshot']:.0%} after 25 of 200 steps).",
+        "Whole page against the last L tokens only (the blog's unrun check), gain in nats/token with 95% "
+        "intervals: " + "; ".join(f"{k} {r['gain']:+.3f} [{r['95% lo']:+.3f}, {r['95% hi']:+.3f}]"
+                                  for k, r in wv.iterrows())
+        + ". A gain above zero means context beyond L helps; the fine-tuned model "
+        + ("does use it." if wv.loc["YaRN fine-tuned", "95% lo"] > 0 else "shows no such use at this budget."),
+        "Passkey retrieval (the other unrun check), accuracy over all depths: "
+        + "; ".join(f"{m} at {n} tokens {v:.0%}" for (m, n), v in pk.items()) + ".",
+    ]
+    return _bullets(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 10: attention
+# ---------------------------------------------------------------------------------------
+def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation: pd.DataFrame, kl: dict,
+                       names: dict, L: int, W: int) -> str:
+    """Chapter 10's conclusions next to the Gemma blog's: attention distance, sinks,
+    induction inside and beyond Model B's window, the ablation, and KL(A||B)."""
+    ba = BLOG_ATTENTION
+    mean = by_layer.groupby(level="model").mean()
+    mx = by_layer.groupby(level="model").max()
+    a, b = names["A"], names["B"]
+    ind = induction.set_index(["model", "distance"])
+    d_in, d_out = sorted(induction.distance.unique())
+
+    def ind_text(m, d):
+        r = ind.loc[(m, d)]
+        return f"best {r['best score']:.2f} ({r['best head']}), repeat loss {r['loss, repeat']:.1f}"
+
+    abl = ablation.set_index(["model", "ablated"])
+    col = f"repeat loss @{d_in}"
+
+    def abl_text(m):
+        base, ind_, ctl = (abl.loc[(m, k)] for k in ("none", "induction heads", "lowest-score heads (control)"))
+        return (f"{m}: zeroing {ind_['heads']} moves the repeat loss at {d_in} from {base[col]:.2f} to "
+                f"{ind_[col]:.2f} nats (control, {ctl['heads']}: {ctl[col]:.2f}); held-out loss {base['held-out loss']:.3f}"
+                f" -> {ind_['held-out loss']:.3f}")
+
+    first = induction["loss, first copy"].mean()
+    lines = [
+        f"Attention distance on held-out text (queries in the second half of {L}-token windows): {a} "
+        f"{mean.loc[a, 'distance']:.0f} tokens, {b} {mean.loc[b, 'distance']:.0f} on average over layers "
+        f"(blog, 1024-token windows: {ba['distance']['A']} and {ba['distance']['B']}).",
+        f"Sinks: the first position takes up to {mx.loc[a, 'first_position']:.0%} of a layer's attention in {a} "
+        f"and {mx.loc[b, 'first_position']:.0%} in {b} (blog: {ba['first_position_max']['A']:.0%}, "
+        f"{ba['first_position_max']['B']:.0%}); separators up to {mx.loc[a, 'separator']:.0%} and "
+        f"{mx.loc[b, 'separator']:.0%} (blog: {ba['separator_max']['A']:.0%}, {ba['separator_max']['B']:.0%}).",
+        f"Induction with the repeat {d_in} tokens back (inside B's window W={W}): {a} {ind_text(a, d_in)}; {b} "
+        f"{ind_text(b, d_in)}. At {d_out} tokens back (beyond the window): {a} {ind_text(a, d_out)}; {b} "
+        f"{ind_text(b, d_out)}. The unseen first copy costs {first:.1f} nats (blog at 256 / 768 of 1024: A 0.93 / "
+        f"0.90 with repeat loss 1.6 / 3.0, B 0.90 / 0.05 with 6.1 / 12.3, first copy 13.3).",
+        abl_text(a) + ". " + abl_text(b) + ".",
+        f"Token-level KL(A||B) over {kl['tokens']:,} held-out tokens: mean {kl['mean']:.2f}, median "
+        f"{kl['median']:.2f} nats, {kl['share > 1 nat']:.0%} above 1 nat, {kl['share > 3 nats']:.1%} above 3 (blog: "
+        f"{ba['kl']['mean']}, {ba['kl']['median']}, {ba['kl']['share > 1 nat']:.0%}, {ba['kl']['share > 3 nats']:.1%}). "
+        f"Mean loss A {kl['loss A']:.2f}, B {kl['loss B']:.2f} (blog: 2.98, 2.97); in the strongest 5% of "
+        f"disagreements B has the lower loss on {kl['B lower loss in the tail']:.0%} (blog, top 1,000: 59%).",
     ]
     return _bullets(lines)

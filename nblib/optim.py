@@ -8,6 +8,13 @@
    is not orthogonalising the matrix: each update is gathered to the full matrix for the
    Newton-Schulz step and scattered back.
 
+3. A fused projection (GPT-2's c_attn stacks W_q, W_k, W_v) is orthogonalised block by
+   block: a parameter with the attribute `muon_row_blocks = n` is split into n equal row
+   blocks, each given its own Newton-Schulz step and LR adjustment, as if the model stored
+   them apart (modded-nanogpt keeps q, k, v as separate matrices for this reason). Without
+   it, Muon would equalise the singular values of the stacked 3d x d matrix instead of each
+   projection's. (Under FSDP2 the attribute does not survive sharding: the whole matrix.)
+
 Momentum (Nesterov), the learning-rate adjustment (torch's `_adjust_lr`, e.g.
 "match_rms_adamw") and decoupled weight decay are torch's. tests/test_train.py checks
 against torch.optim.Muon with the NS dtype matched.
@@ -59,11 +66,17 @@ class Muon(torch.optim.Muon):
                 buf.lerp_(p.grad, 1 - mom)  # momentum is elementwise: fine on shards
                 update = p.grad.lerp(buf, mom) if group["nesterov"] else buf
                 dtype = torch.bfloat16 if update.device.type == "cuda" else torch.float32
+                blocks = getattr(p, "muon_row_blocks", 1)
                 if isinstance(update, DTensor):
                     full = newton_schulz(update.full_tensor(), *ns, dtype=dtype)
                     update = distribute_tensor(full, update.device_mesh, update.placements)
+                    shape = p.shape
+                elif blocks > 1:
+                    update = torch.cat([newton_schulz(u, *ns, dtype=dtype) for u in update.chunk(blocks, 0)])
+                    shape = (p.shape[0] // blocks, *p.shape[1:])
                 else:
                     update = newton_schulz(update, *ns, dtype=dtype)
+                    shape = p.shape
                 p.mul_(1 - lr * wd)
-                p.add_(update.to(p.dtype), alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+                p.add_(update.to(p.dtype), alpha=-_adjust_lr(lr, group["adjust_lr_fn"], shape))
         return loss

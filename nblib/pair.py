@@ -156,3 +156,23 @@ def training_speed(runs: dict[str, Run]) -> pd.DataFrame:
 
 def _digest(x: torch.Tensor) -> str:
     return hashlib.sha256(x.numpy().tobytes()).hexdigest()[:12]
+
+
+SAMPLERS = {"greedy": dict(temperature=0.0), "top-k 20, T=0.8": dict(temperature=0.8, top_k=20),
+            "nucleus p=0.9, T=0.8": dict(temperature=0.8, top_p=0.9)}
+
+
+@torch.no_grad()
+def generation_table(models: dict, tokenizer, prompt: torch.Tensor, n_new: int, seed: int = 0) -> pd.DataFrame:
+    """Continue one prompt (1, T) with each model {key: model} and each sampler (`SAMPLERS`),
+    through the KV cache, seeded; every row is also decoded without the cache (the whole
+    sequence recomputed every step) from the same seed, and `same_without_cache` says whether
+    the tokens agree. Columns: model, sampler, same_without_cache, continuation."""
+    rows = []
+    for key, model in models.items():
+        for name, kw in SAMPLERS.items():
+            out = [model.generate(prompt, n_new, use_cache=c, generator=torch.Generator().manual_seed(seed), **kw)
+                   for c in (True, False)]
+            rows.append({"model": MODELS[key][1], "sampler": name, "same_without_cache": bool(torch.equal(*out)),
+                         "continuation": tokenizer.decode(out[0][0, prompt.size(1):])})
+    return pd.DataFrame(rows)

@@ -82,12 +82,17 @@ PAPER_MAP = [
     (W1, "Table 13", "agentic context lengths", "-", "05_downstream", "not reproduced: needs live agent runs"),
     (W1, "Table 14", "Last4 - Raw across training stages", "-", "05_downstream", "planned"),
     # --- the Gemma blog --------------------------------------------------------------------------
-    (W2, "Models A and B", "GPT-2 124M (124,439,808 params) and Gemma 3-style 113M",
-     "nblib.models.gpt2.GPT2Config.gpt2_124m; nblib.models.gemma3.Gemma3Config.gemma3_113m", "06_models_ab", "library"),
+    (W2, "Models A and B", "GPT-2 124M (124,439,808 params) and Gemma 3-style 113M (112,990,464), trained on one "
+     "stream; toy: the same proportions", "nblib.pair.pair_configs; nblib.pair.train_pair; nblib.budgets.ModelPairSpec",
+     "06_models_ab", "done"),
+    (W2, "Parameter tables", "embedding vs non-embedding, by component", "nblib.pair.parameter_table", "06_models_ab",
+     "done"),
+    (W2, "Loss curves (Part 1)", "training and held-out loss of A and B; the tie, with a paired interval",
+     "nblib.pair.loss_curves; nblib.stats.paired_bootstrap", "06_models_ab", "done"),
     (W2, "KV cache bytes", "2·n_kv·h·b·Σ T_l: 75.5 MB vs 11.8 MB, measured against the formula",
      "nblib.inference_cost.measured_cache_bytes; nblib.models.engine.kv_cache_bytes", "07_kv_cache", "done"),
-    (W2, "KV decode path", "prefill then step; windowed layers keep W-1 past positions",
-     "nblib.models.engine.generate", "07_kv_cache", "library"),
+    (W2, "KV decode path", "prefill then step; windowed layers keep W-1 past positions; greedy, top-k and nucleus "
+     "sampling, seeded", "nblib.models.engine.generate; nblib.models.engine.sample_next", "07_kv_cache", "done"),
     (W2, "Decode/prefill benchmark table", "tokens/s with and without the cache, batch 1 and 8, vs transformers",
      "nblib.models.engine.prefill; nblib.models.engine.decode_step", "07_kv_cache", "done (benchmarks/bench_decode.py)"),
     (W2, "Decode step time plot", "step time against bytes read per step", "nblib.findings.decode_findings",
@@ -98,11 +103,15 @@ PAPER_MAP = [
      "nblib.inference_cost.long_context_flops; nblib.models.base.DecoderLM.flops_breakdown", "07_kv_cache", "done"),
     (W2, "k̄_W", "average keys per query of a windowed layer", "nblib.inference_cost.mean_keys_table; "
      "nblib.models.layers.mean_keys", "07_kv_cache", "done"),
-    (W2, "RoPE clocks", "wavelengths; bands that turn within the context", "nblib.models.layers.rope_inv_freq",
-     "08_position", "planned"),
-    (W2, "score(Δ) decomposition", "attention score as a sum of 32 waves", "-", "08_position", "planned"),
-    (W2, "Band heatmap", "slow-band weight per head", "-", "08_position", "planned"),
-    (W2, "Learned position table", "cosine similarity, R² against distance, PCs", "-", "08_position", "planned"),
+    (W2, "RoPE clocks", "wavelengths; bands that turn within the context; fast/middle/slow 6/12/14",
+     "nblib.position.rope_bands", "08_position", "done"),
+    (W2, "score(Δ) decomposition", "S_j(Δ) per band on held-out text, summing to the mean score",
+     "nblib.position.band_scores; nblib.position.head_band_scores", "08_position", "done"),
+    (W2, "Band heatmap", "q·k weight share per band and slow-band weight per head", "nblib.position.band_weights; "
+     "nblib.position.slow_band_weight", "08_position", "done"),
+    (W2, "Learned position table", "cosine similarity, s̄(Δ), R² against distance, PCs, RoPE's curve",
+     "nblib.position.position_similarity; nblib.position.distance_r2; nblib.position.position_pcs; "
+     "nblib.position.rope_similarity", "08_position", "done"),
     (W2, "YaRN", "inv_freq ramp and mscale = 0.1 ln s + 1", "nblib.models.layers.yarn_inv_freq", "09_yarn",
      "library"),
     (W2, "YaRN perplexity", "zero-shot and fine-tuned, by position", "-", "09_yarn", "planned"),

@@ -51,3 +51,19 @@ BLOG_BAND_GROUPS = {"fast": 6, "middle": 12, "slow": 14, "complete a turn": 18}
 BLOG_SLOW_WEIGHT = {"median": 0.53, "even": 14 / 32, "max": 0.84, "min": 0.42, "above_75pct": 5}
 BLOG_POSITION_TABLE = {"r2": 0.71, "sim_at_10": 0.91, "negative_by": 500, "rope_sim_at_10": 0.66,
                        "rope_sim_at_end": 0.2}
+
+# Gemma blog, "Extending Model B's context ... with YaRN" (s = 4, L = 1024, 500 pages):
+# perplexity of the whole 4096-token page and of its first 1024 tokens; intervals of the
+# two stated differences; share of the fine-tune's gain after 25 of 200 steps.
+BLOG_YARN = {"page": {"plain RoPE": 37.7, "zero-shot YaRN": 23.2, "YaRN fine-tuned": 21.0},
+             "first L": {"plain RoPE": 20.6, "zero-shot YaRN": 22.4, "YaRN fine-tuned": 20.5},
+             "plain_minus_zero": (14.6, 14.1, 15.1), "zero_minus_ft": (2.2, 2.1, 2.3),
+             "gain_share_after_first_snapshot": 0.77, "loss_jump": (3.0, 4.2)}
+
+# Gemma blog, "Visualizing attention" and after (L = 1024, W = 512): mean attention distance;
+# sink shares; induction at 256 and 768 tokens back; token-level KL(A||B).
+BLOG_ATTENTION = {"distance": {"A": 132, "B": 81}, "first_position_max": {"A": 0.13, "B": 0.0},
+                  "separator_max": {"A": 0.29, "B": 0.11},
+                  "induction": {("A", 256): (0.93, 1.6), ("B", 256): (0.90, 6.1), ("A", 768): (0.90, 3.0),
+                                ("B", 768): (0.05, 12.3)}, "first_copy_loss": 13.3,
+                  "kl": {"mean": 0.29, "median": 0.21, "share > 1 nat": 0.03, "share > 3 nats": 0.001}}

@@ -42,8 +42,8 @@ from nblib.provenance import REPO_ROOT
 from nblib.schedules import Schedule
 
 DEFAULT_RUN_ROOT = REPO_ROOT / "runs"
-STREAM_KINDS = ("packed", "long_mixture")
-INIT_MODES = ("weights", "continue")
+STREAM_KINDS = ("packed", "long_mixture", "doc_starts")
+INIT_MODES = ("weights", "continue", "weights+optimizer")
 BUDGET_NAMES = ("smoke", "toy", "full")
 DATA_KEYS = {"corpus": str, "corpus_id": str, "tokenizer": str, "split": str, "stream": str, "seq_len": int,
              "mixture": str, "doc_isolation": bool, "copy_fraction": float, "copy_len": list, "copy_vocab": int}
@@ -182,11 +182,13 @@ class RunConfig:
     data:     {"corpus", "tokenizer", "stream": "packed"|"long_mixture", "seq_len",
                "mixture": [[edges], [weights]] (long_mixture only), "doc_isolation": bool}
     schedule: nblib.schedules.Schedule fields except total_steps (derived from n_tokens)
-    init:     None, or {"run": parent hash, "step": int, "mode": "weights"|"continue",
+    init:     None, or {"run": parent hash, "step": int, "mode": "weights"|"continue"|"weights+optimizer",
                "rope_base": float|None}. "weights" loads the parent's weights into a fresh
                optimizer at step 0 (a new stage, e.g. LCCP from a 4K checkpoint, with ABF
                via rope_base). "continue" resumes the parent's full training state at that
-               step (a WSD decay branched from a shared stable run).
+               step (a WSD decay branched from a shared stable run). "weights+optimizer"
+               starts a new stage at step 0 with the parent's weights and optimizer state
+               (the Gemma blog's YaRN fine-tune: new data, no new warmup).
     """
 
     model: dict

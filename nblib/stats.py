@@ -32,18 +32,19 @@ def lins_ccc(x, y) -> float:
     return float(2 * sxy / denom)
 
 
-def paired_bootstrap(a, b, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
-    """Mean of the paired differences a - b (one pair per document) with a percentile
-    bootstrap interval: documents are resampled with replacement, n_boot times (Efron &
-    Tibshirani, 1993, ch. 13). Returns {"diff", "lo", "hi", "n"}."""
+def paired_bootstrap(a, b, n_boot: int = 2000, level: float = 0.95, seed: int = 0, transform=None) -> dict:
+    """f(mean a) - f(mean b) for paired per-document values a and b (f = identity, or e.g.
+    np.exp to compare perplexities from per-document mean NLLs of equal length), with a
+    percentile bootstrap interval: documents are resampled with replacement, n_boot times,
+    keeping the pairs (Efron & Tibshirani, 1993, ch. 13). Returns {"diff", "lo", "hi", "n"}."""
     a, b = _pair(a, b)
     if not (isinstance(n_boot, int) and n_boot >= 100):
         raise ValueError(f"n_boot={n_boot!r} is not allowed; allowed: an int >= 100")
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} is not allowed; allowed: a number in (0, 1)")
-    d = a - b
-    idx = np.random.default_rng(seed).integers(0, d.size, (n_boot, d.size))
-    means = d[idx].mean(1)
+    f = transform or (lambda x: x)
+    idx = np.random.default_rng(seed).integers(0, a.size, (n_boot, a.size))
+    boots = f(a[idx].mean(1)) - f(b[idx].mean(1))
     tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail])
-    return {"diff": float(d.mean()), "lo": float(lo), "hi": float(hi), "n": int(d.size)}
+    lo, hi = np.percentile(boots, [tail, 100 - tail])
+    return {"diff": float(f(a.mean()) - f(b.mean())), "lo": float(lo), "hi": float(hi), "n": int(a.size)}

@@ -351,6 +351,15 @@ def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]
         model.load_state_dict(load_weights(ck))
         log.info(f"initialised weights from run {parent.hash} step {ck.step}")
         return 0, None, None
+    if cfg.init["mode"] == "weights+optimizer":
+        # A new stage that keeps the optimizer's running state (Gemma blog, YaRN fine-tune:
+        # "the optimizer's state restored, so AdamW's running averages carry over"): new
+        # data and schedule, step count from 0, no new warmup unless the schedule asks.
+        _apply_init_rope(model, cfg)
+        weights, ostates, _ = load_training_state(ck)
+        model.load_state_dict(weights)
+        log.info(f"initialised weights and optimizer state from run {parent.hash} step {ck.step}")
+        return 0, ostates["all"], None
     # "continue": same data stream, same optimizer trajectory, global step carried over.
     if parent.config.data != cfg.data or parent.config.batch_size != cfg.batch_size or parent.config.seed != cfg.seed:
         raise ValueError(f"init mode 'continue' needs the parent's data, batch_size and seed; run {run.hash} "

@@ -49,7 +49,8 @@ import json
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from nblib import findings
+from nblib import findings, pair
+from nblib.data import get_tokenizer
 from nblib.chapter import Chapter
 from nblib.inference_cost import (kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,
                                   measured_cache_bytes, profiler_flops)
@@ -96,6 +97,31 @@ ch.save_figure(fig, "fig_kv_cache_bytes")
 # (dotted), where only its 3 global layers keep adding positions.
 # :::
 #
+# ## Generating with the cache: the trained models
+#
+# Chapter 6's Models A and B continue a held-out prompt past Model B's window: greedily,
+# with top-k and with nucleus sampling at temperature 0.8, each from a fixed seed. Every
+# continuation is generated twice, once through the cache and once recomputing the whole
+# sequence at every step; the column `same_without_cache` compares the two token for token.
+
+# %%
+runs = pair.train_pair(ch.store, ch.budget, seed=seed)  # chapter 6's runs: read, not retrained
+trained = pair.pair_models(runs)
+L, W = ch.budget.pair.seq_len, ch.budget.pair.model_b["window"]
+n_prompt = 3 * L // 8
+prompt = pair.eval_windows(ch.budget)[:1, :n_prompt]
+tok = get_tokenizer(ch.budget.pair.tokenizer)
+gen = pair.generation_table(trained, tok, prompt, n_new=L - n_prompt - 8, seed=seed)
+ch.save_table(gen, "generation_examples", runs=list(runs.values()))
+print(f"prompt ({n_prompt} tokens; the generation ends at position {L - 8}, past the window W = {W}):\n")
+print(tok.decode(prompt[0]))
+
+# %%
+for r in gen.itertuples():
+    print(f"--- {r.model}, {r.sampler} (same tokens without the cache: {r.same_without_cache})\n{r.continuation}\n")
+gen.drop(columns="continuation")
+
+# %% [markdown]
 # ## The KV cache of a larger model
 #
 # The same formula for a 7B-class model (32 layers, 32 heads of 128) in bf16: full

@@ -234,7 +234,8 @@ ch.save_figure(fig, "fig_position_table", runs=[runs["A"]])
 # ## What we see
 
 # %%
-ch.markdown(findings.position_findings(counts, slow, slow_untrained, even, picks, check, stats, budget))
+global_layers = [i for i, w in enumerate(B.layer_windows) if w is None]
+ch.markdown(findings.position_findings(counts, slow, slow_untrained, even, picks, check, stats, global_layers))
 
 # %%
 ch.done()

@@ -20,6 +20,7 @@ import torch
 
 from nblib.data import (
     ByteTokenizer,
+    DocStartStream,
     Document,
     HFTokenizer,
     LengthMixture,
@@ -416,6 +417,29 @@ def test_packed_stream_matches_slow_twin_and_covers_epoch():
     # windows at stride T cover every next-token pair of the epoch exactly once
     targets = sorted(p for w in range(n) for p in range(w * T + 1, w * T + T + 1))
     assert targets == list(range(1, n * T + 1))
+
+
+def test_doc_start_stream_reads_long_documents_from_their_start():
+    td = _synthetic([5, 30, 12, 9, 50, 11, 3])
+    T, B = 10, 3
+    s = DocStartStream(td, T, seed=2)
+    eligible = [i for i in range(len(td)) if len(td.doc(i)) >= T + 1]
+    assert s.docs.tolist() == eligible
+    seen = []
+    for step in range(2 * len(eligible) // B):
+        x, y, doc = s.batch(step, B)
+        assert x.shape == y.shape == doc.shape == (B, T)
+        for b in range(B):
+            d = int(doc[b, 0])
+            assert (doc[b] == d).all()
+            start = td.doc(d)[: T + 1].tolist()
+            assert x[b].tolist() == start[:-1] and y[b].tolist() == start[1:]
+            seen.append(d)
+    n = len(eligible)
+    assert sorted(seen[:n]) == eligible  # each epoch uses every long document once
+    assert torch.equal(DocStartStream(td, T, seed=2).batch(5, B)[0], s.batch(5, B)[0])
+    with pytest.raises(ValueError, match="no document of seq_len\\+1 = 51"):
+        DocStartStream(td, 50)
 
 
 def test_stream_determinism_and_resume():

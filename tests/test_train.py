@@ -207,6 +207,33 @@ def test_muon_is_torch_muon_up_to_the_newton_schulz_dtype(monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_muon_row_blocks_equal_separate_matrices():
+    """A (3d, d) parameter marked muon_row_blocks = 3 (GPT-2's fused c_attn) gets exactly the
+    updates of three separate (d, d) parameters: W_q, W_k and W_v orthogonalised alone."""
+    from nblib.optim import Muon
+
+    g = torch.Generator().manual_seed(0)
+    fused = torch.nn.Parameter(torch.randn(24, 8, generator=g))
+    fused.muon_row_blocks = 3
+    parts = [torch.nn.Parameter(t.detach().clone()) for t in fused.detach().chunk(3, 0)]
+    whole = torch.nn.Parameter(fused.detach().clone())
+    o1 = Muon([fused], lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    o2 = Muon(parts, lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    o3 = Muon([whole], lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    for _ in range(3):
+        grad = torch.randn(24, 8, generator=g)
+        fused.grad, whole.grad = grad.clone(), grad.clone()
+        for p, gr in zip(parts, grad.chunk(3, 0)):
+            p.grad = gr.clone()
+        o1.step(), o2.step(), o3.step()
+    torch.testing.assert_close(fused.detach(), torch.cat([p.detach() for p in parts]))
+    assert not torch.allclose(fused, whole)  # the whole-matrix update differs
+    from nblib.models import build_model
+
+    gpt2 = build_model("gpt2", dict(vocab_size=11, max_seq_len=8, d_model=8, n_layers=1, n_heads=2))
+    assert gpt2.blocks[0].attn.c_attn.weight.muon_row_blocks == 3
+
+
 def test_fp32_newton_schulz_matches_a_float64_iteration():
     from nblib.optim import newton_schulz
 

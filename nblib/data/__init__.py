@@ -25,12 +25,13 @@ from nblib.data.corpus import (
     write_stdlib_manifest,
 )
 from nblib.data.shards import TokenDocs, cache_dir, tokenize_corpus
-from nblib.data.streams import CopyMixStream, LengthMixture, LongMixtureStream, PackedStream, segment_spans
+from nblib.data.streams import (CopyMixStream, DocStartStream, LengthMixture, LongMixtureStream, PackedStream,
+                                segment_spans)
 from nblib.data.testset import TestSet, build_test_set, truncate_text
 from nblib.data.tokenizers import ByteTokenizer, HFTokenizer, load_tokenizer
 
 __all__ = [
-    "ByteTokenizer", "CopyMixStream", "Corpus", "Document", "HFTokenizer", "LengthMixture", "LongMixtureStream", "PackedStream",
+    "ByteTokenizer", "CopyMixStream", "Corpus", "DocStartStream", "Document", "HFTokenizer", "LengthMixture", "LongMixtureStream", "PackedStream",
     "TestSet", "TokenDocs", "build_test_set", "cache_dir", "find_manifest", "in_eval_split", "load_corpus",
     "load_jsonl", "load_tokenizer", "load_txt_folder", "python_stdlib_corpus", "segment_spans",
     "split_documents", "split_fraction", "stdlib_files", "tokenize_corpus", "truncate_text",
@@ -76,7 +77,7 @@ def natural_mixture(tokens, seq_len: int, like: LengthMixture) -> LengthMixture:
 def make_stream(data: dict, seed: int):
     """The training stream a run config's `data` section describes (nblib.runstore.RunConfig).
 
-    data: {"corpus": spec, "tokenizer": spec, "split": "train", "stream": "packed" | "long_mixture",
+    data: {"corpus": spec, "tokenizer": spec, "split": "train", "stream": "packed" | "long_mixture" | "doc_starts",
            "seq_len": T, "mixture": "lccp_32k" | "extension_128k" | "natural" | "natural_128k"
            (long_mixture only), "copy_fraction": f (optional, CopyMixStream), ...}
     """
@@ -99,6 +100,8 @@ def _base_stream(data: dict, seed: int):
     kind = data["stream"]
     if kind == "packed":
         return PackedStream(tokens, int(data["seq_len"]), seed=seed)
+    if kind == "doc_starts":
+        return DocStartStream(tokens, int(data["seq_len"]), seed=seed)
     if kind == "long_mixture":
         name, T = data.get("mixture", "lccp_32k"), int(data["seq_len"])
         if name in NATURAL:
@@ -106,4 +109,4 @@ def _base_stream(data: dict, seed: int):
         if name not in MIXTURES:
             raise ValueError(f"mixture {name!r}; allowed: {', '.join([*MIXTURES, *NATURAL])}")
         return LongMixtureStream(tokens, T, seed=seed, mixture=MIXTURES[name]())
-    raise ValueError(f"stream {kind!r}; allowed: packed, long_mixture")
+    raise ValueError(f"stream {kind!r}; allowed: packed, long_mixture, doc_starts")

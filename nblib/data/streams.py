@@ -15,6 +15,8 @@ long document that the shuffle happens to put into the same sequence share that 
   consecutive segments of T+1 tokens with one-token overlap, every segment kept (the last,
   shorter one too). Pieces are bucketed by SOURCE-document length (Table 9), and training
   sequences are drawn from the buckets by weight.
+- DocStartStream: long documents only, one per sequence, read from its start (the Gemma
+  blog's YaRN fine-tune: "only pages at least 4096 tokens long, one page per sequence").
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nblib.data.shards import TokenDocs
 log = logging.getLogger(__name__)
 
 _TAG_PACKED, _TAG_BLOCK, _TAG_BUCKET = 0, 1, 2  # keep the seeded RNG streams apart
+_TAG_DOCSTART = 4
 
 
 def _check_int(name: str, value, minimum: int) -> int:
@@ -151,6 +154,41 @@ class PackedStream:
         pos = w[:, None] * self.seq_len + np.arange(self.seq_len + 1)  # (B, T+1)
         tok, doc = self._pieces.gather(self.tokens.tokens, self.tokens.eos_id, pos)
         return _to_batch(tok, doc)
+
+
+class DocStartStream:
+    """Sequences that are each the first seq_len+1 tokens of one document with at least that
+    many tokens (Gemma blog, YaRN fine-tune: long pages only, one page per sequence, so every
+    position p has p earlier tokens of the same page). A permutation seeded by (seed, epoch)
+    orders the eligible documents; each is used once per epoch. One doc id per row."""
+
+    def __init__(self, tokens: TokenDocs, seq_len: int, seed: int = 0):
+        self.seq_len, self.seed = _check_stream_args(tokens, seq_len, seed)
+        self.tokens = tokens
+        self.docs = np.flatnonzero(tokens.lengths >= self.seq_len + 1)
+        if not len(self.docs):
+            raise ValueError(f"corpus {tokens.name!r} has no document of seq_len+1 = {self.seq_len + 1} tokens or "
+                             f"more (longest: {int(tokens.lengths.max()) if len(tokens.lengths) else 0}); "
+                             "DocStartStream needs at least one")
+        self._order = lru_cache(maxsize=2)(self._doc_order)
+
+    @property
+    def config(self) -> dict:
+        return {"stream": "doc_starts", "seq_len": self.seq_len, "seed": self.seed, "tokens": self.tokens.name,
+                "n_docs": len(self.docs)}
+
+    def _doc_order(self, epoch: int) -> np.ndarray:
+        return self.docs[np.random.default_rng([self.seed, _TAG_DOCSTART, epoch]).permutation(len(self.docs))]
+
+    def batch(self, step: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x, y, doc_ids of shape (batch_size, seq_len) for global step `step`."""
+        step, batch_size = _check_int("step", step, 0), _check_int("batch_size", batch_size, 1)
+        sample = step * batch_size + np.arange(batch_size)
+        epoch, r = np.divmod(sample, len(self.docs))
+        docs = np.array([self._order(int(e))[int(k)] for e, k in zip(epoch, r)], dtype=np.int64)
+        pos = self.tokens.offsets[docs][:, None] + np.arange(self.seq_len + 1)
+        tok = np.asarray(self.tokens.tokens[pos.reshape(-1)]).reshape(pos.shape)
+        return _to_batch(tok, np.repeat(docs[:, None], self.seq_len + 1, axis=1))
 
 
 @dataclass(frozen=True)
