@@ -36,9 +36,12 @@
 # **"GPT-2 (124M) to Gemma 3-style (113M), Part 2"** (below, *the Gemma blog*) compares a GPT-2 (Model A)
 # and a Gemma 3-style model (Model B) at inference time: the KV cache and its benchmark, how
 # each represents position (RoPE "clocks" against a learned table), a 4x context extension
-# with YaRN, and what the attention heads do. [Chapter 7](07_kv_cache.ipynb) has the KV-cache
-# sizes and long-context FLOPs so far; chapters 6 and 8-10 are placeholders (the models are
-# in `nblib.models` already).
+# with YaRN, and what the attention heads do. [Chapter 6](06_models_ab.ipynb) trains both
+# models on one token stream; [chapter 7](07_kv_cache.ipynb) measures the KV cache, decoding
+# speed and long-context FLOPs; [chapter 8](08_position.ipynb) reads position out of RoPE's
+# bands and Model A's table; [chapter 9](09_yarn.ipynb) extends Model B 4x with YaRN and runs
+# the two checks the blog skipped; [chapter 10](10_attention.ipynb) measures what the heads
+# attend to, and switches the induction heads off.
 #
 # The notebooks orchestrate and plot; the library `nblib` does the work. Every number and
 # figure below comes from runs this book can redo, at one of three budgets.
