@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from nblib.data import make_stream
+from nblib.data import get_tokenizer, make_stream
 from nblib.models.layers import apply_rope, window_mask
 
 
@@ -150,6 +150,13 @@ def induction_scores(p: torch.Tensor, start: int, distance: int, n: int) -> torc
     return p[:, :, t, t - distance + 1].mean(dim=(0, 2))
 
 
+def previous_token_scores(p: torch.Tensor, q_from: int = 1) -> torch.Tensor:
+    """(H,) mean over queries q >= q_from of p[q, q - 1]: the attention a head puts on the
+    token just before the query, the first half of an induction circuit (Olsson et al., 2022)."""
+    q = torch.arange(max(1, q_from), p.size(-1))
+    return p[:, :, q, q - 1].mean(dim=(0, 2))
+
+
 def repeated_block_sequences(vocab_size: int, eos_id: int, n: int, distance: int, n_seqs: int,
                              seed: int = 0) -> tuple[torch.Tensor, int]:
     """(n_seqs, distance + n) random-token sequences in which a block of n tokens at position
@@ -174,10 +181,12 @@ def kl_divergence(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tenso
 # ---------------------------------------------------------------------------------------
 # Inputs and tables for chapter 10
 # ---------------------------------------------------------------------------------------
-def token_labels(tokenizer, text: str) -> tuple[torch.Tensor, list[str]]:
+def token_labels(tokenizer, text: str, renderable=None) -> tuple[torch.Tensor, list[str]]:
     """Token ids of `text` and a legible label per token: its characters, with a line break
     shown as ↵, and the tokens that split one multi-byte character (an emoji is 4 UTF-8
-    bytes) labelled by that character and their part, e.g. 🤗¹ 🤗² 🤗³."""
+    bytes) labelled by that character and their part, e.g. 🤗¹ 🤗² 🤗³. A character for
+    which `renderable(ch)` is False (a glyph the plotting font lacks) is written as its code
+    point, e.g. U+1F917¹."""
     ids, spans = tokenizer.encode_with_offsets(text)
     labels, parts = [], {}
     for a, b in spans.tolist():
@@ -186,6 +195,8 @@ def token_labels(tokenizer, text: str) -> tuple[torch.Tensor, list[str]]:
     sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
     for a, b in spans.tolist():
         piece = text[a:b].replace("\n", "↵")
+        if renderable is not None:
+            piece = "".join(c if renderable(c) else f"U+{ord(c):04X}" for c in piece)
         if parts[(a, b)] > 1:
             seen[(a, b)] = seen.get((a, b), 0) + 1
             piece = f"{piece}{str(seen[(a, b)]).translate(sup)}"
@@ -200,14 +211,21 @@ def heads_table(values: dict, name: str) -> pd.DataFrame:
 
 
 def packed_eval_windows(budget, n: int, length: int | None = None, seed: int = 0) -> torch.Tensor:
-    """(n, length) windows of the held-out split packed file after file with EOS separators
-    between them, as pre-training saw text (default length L): the input of the attention
-    distance, sink and separator measures."""
+    """(n, length) windows of the held-out split, files packed one after another with an EOS
+    separator between them as pre-training saw text (default length L). Every window holds
+    a separator in its first half, so the separator share has something to measure in the
+    queries of the second half (the blog's pages are short enough that most windows do)."""
     p = budget.pair
-    data = {"corpus": p.corpus, "tokenizer": p.tokenizer, "split": "eval", "stream": "packed",
-            "seq_len": p.seq_len if length is None else int(length)}
-    x, _, _ = make_stream(data, seed).batch(0, n)
-    return x
+    T = p.seq_len if length is None else int(length)
+    data = {"corpus": p.corpus, "tokenizer": p.tokenizer, "split": "eval", "stream": "packed", "seq_len": T}
+    stream = make_stream(data, seed)
+    x, _, _ = stream.batch(0, stream.n_windows)
+    sep = get_tokenizer(p.tokenizer).eos_id
+    keep = torch.nonzero((x[:, : T // 2] == sep).any(1)).ravel()
+    if len(keep) < n:
+        raise ValueError(f"only {len(keep)} held-out windows of {T} tokens have a separator in their first half; "
+                         f"asked for n={n}")
+    return x[keep[torch.linspace(0, len(keep) - 1, n).round().long()]]
 
 
 @torch.no_grad()
@@ -238,13 +256,15 @@ def head_measures(model, windows: torch.Tensor, sep_id: int, batch: int = 8) -> 
 def induction_test(model, vocab_size: int, eos_id: int, n: int, distance: int, n_seqs: int, seed: int = 0) -> dict:
     """The blog's induction test at one distance: per-head induction scores, and the mean loss
     on the first copy of the block and on its repeat (tokens 2..n of each, as in
-    `nblib.metrics.probes.copy_gain`). Returns {"scores": DataFrame(layer, head, score),
-    "first": float, "repeat": float}."""
+    `nblib.metrics.probes.copy_gain`). Returns {"scores": DataFrame(layer, head, score,
+    previous_token), "first": float, "repeat": float}."""
     x, start = repeated_block_sequences(vocab_size, eos_id, n, distance, n_seqs, seed)
-    scores = {layer: induction_scores(p, start, distance, n) for layer, p in attention_probs(model, x).items()}
+    probs = attention_probs(model, x)
+    scores = heads_table({layer: induction_scores(p, start, distance, n) for layer, p in probs.items()}, "score")
+    prev = heads_table({layer: previous_token_scores(p) for layer, p in probs.items()}, "previous_token")
     logits, _ = model.eval()(x[:, :-1])
     nll = F.cross_entropy(logits.float().transpose(1, 2), x[:, 1:], reduction="none")  # index t-1 predicts t
-    return {"scores": heads_table(scores, "score"), "first": float(nll[:, start:start + n - 1].mean()),
+    return {"scores": scores.merge(prev), "first": float(nll[:, start:start + n - 1].mean()),
             "repeat": float(nll[:, start + distance:start + distance + n - 1].mean())}
 
 

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from matplotlib.font_manager import FontProperties, findfont
+from matplotlib.ft2font import FT2Font
 from matplotlib.ticker import NullFormatter
 
 from nblib.atomic import atomic_path, atomic_write_json, atomic_write_text
@@ -66,6 +68,18 @@ def save_table(df, chapter: str, name: str, budget: str, runs=(), extra: dict | 
     atomic_write_text(path, df.to_csv(index=False))
     _record(chapter, path.name, budget, runs, "table", extra)
     return path
+
+
+def glyph_available(char: str) -> bool:
+    """Whether matplotlib's default font has a glyph for `char` (emoji usually are missing:
+    labels then spell the code point instead of drawing an empty box)."""
+    if char not in _GLYPHS:
+        font = FT2Font(findfont(FontProperties()))
+        _GLYPHS[char] = font.get_char_index(ord(char)) != 0
+    return _GLYPHS[char]
+
+
+_GLYPHS: dict = {}
 
 
 def parity(ax, measured, predicted, title: str = "", label: str | None = None, color="tab:red", size: float = 25,

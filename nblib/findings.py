@@ -414,10 +414,13 @@ def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation
     col = f"repeat loss @{d_in}"
 
     def abl_text(m):
-        base, ind_, ctl = (abl.loc[(m, k)] for k in ("none", "induction heads", "lowest-score heads (control)"))
-        return (f"{m}: zeroing {ind_['heads']} moves the repeat loss at {d_in} from {base[col]:.2f} to "
-                f"{ind_[col]:.2f} nats (control, {ctl['heads']}: {ctl[col]:.2f}); held-out loss {base['held-out loss']:.3f}"
-                f" -> {ind_['held-out loss']:.3f}")
+        base, ind_, prev, ctl = (abl.loc[(m, k)] for k in ("none", "induction heads", "previous-token heads",
+                                                           "lowest on both (control)"))
+        return (f"{m}: zeroing its induction heads ({ind_['heads']}) moves the repeat loss at {d_in} from "
+                f"{base[col]:.2f} to {ind_[col]:.2f} nats, its previous-token heads ({prev['heads']}) to "
+                f"{prev[col]:.2f}, the control ({ctl['heads']}) to {ctl[col]:.2f}; held-out loss "
+                f"{base['held-out loss']:.3f} -> {ind_['held-out loss']:.3f} / {prev['held-out loss']:.3f} / "
+                f"{ctl['held-out loss']:.3f}")
 
     first = induction["loss, first copy"].mean()
     lines = [

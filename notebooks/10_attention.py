@@ -48,6 +48,7 @@ from nblib import attention_maps as M
 from nblib import findings, pair
 from nblib.chapter import Chapter
 from nblib.data import get_tokenizer
+from nblib.figures import glyph_available
 
 ch = Chapter("10_attention", budget=budget, seed=seed, run_root=run_root)
 spec = ch.budget.pair
@@ -61,26 +62,41 @@ global_layers = [i for i, w in enumerate(models["B"].layer_windows) if w is None
 # %% [markdown]
 # ## A prompt and its greedy continuation
 #
-# The blog's sentence, after the end-of-document token that starts every document in
-# training, continued greedily. The continuation is decoded, and the whole text is encoded
-# again, so that every token gets a legible label: a line break is ↵, and the tokens of a
-# multi-byte character carry its glyph and their part (🤗¹ 🤗² …).
+# First the blog's sentence, after the end-of-document token that starts every document in
+# training, continued greedily by both models.
 
 # %%
 prompt = "Learning is Fun 🤗, Keep exploring 🔭"
 ids, _ = M.token_labels(tok, prompt)
 start = torch.cat([torch.tensor([[tok.eos_id]]), ids], 1)
-continuation = {k: tok.decode(m.generate(start, max(8, min(24, L // 8)), temperature=0.0)[0, start.size(1):])
-                for k, m in models.items()}
+n_new = max(8, min(24, L // 8))
+for k, m in models.items():
+    print(f"{names[k]}: {prompt!r} -> {tok.decode(m.generate(start, n_new, temperature=0.0)[0, start.size(1):])!r}")
+
+# %% [markdown]
+# The blog's models learned English from FineWeb-Edu and answer by repeating the line. At
+# `toy` the models have read only Python source, so an English line is foreign to them, and
+# at `full` it is the blog's own test. To see a copy in the attention maps at every budget,
+# the maps below read the sentence twice, then each model's greedy continuation. The second
+# copy is where an induction head looks back at the token after its earlier twin. The
+# whole text is encoded again so that every token gets a legible label: a line break is ↵,
+# and the tokens of a multi-byte character carry its glyph, or its code point where the
+# plotting font has no glyph, with their part (🤗¹ 🤗² …).
+
+# %%
+twice = f"{prompt}\n{prompt}\n"
+ids2, _ = M.token_labels(tok, twice)
+start2 = torch.cat([torch.tensor([[tok.eos_id]]), ids2], 1)
+continuation = {k: tok.decode(m.generate(start2, n_new, temperature=0.0)[0, start2.size(1):]) for k, m in models.items()}
 for k, text in continuation.items():
-    print(f"{names[k]}: {prompt!r} -> {text!r}")
+    print(f"{names[k]}: ... -> {text!r}")
 
 # %% tags=["remove-output"]
 #| label: cell-attention-maps
 n_layers = len(models["A"].blocks)
-fig, axes = plt.subplots(2, n_layers, figsize=(3.4 * n_layers, 7.2))
+fig, axes = plt.subplots(2, n_layers, figsize=(3.6 * n_layers, 7.6))
 for row, (k, m) in enumerate(models.items()):
-    ids_k, labels = M.token_labels(tok, prompt + continuation[k])
+    ids_k, labels = M.token_labels(tok, twice + continuation[k], renderable=glyph_available)
     x = torch.cat([torch.tensor([[tok.eos_id]]), ids_k], 1)[:, :L]
     labels = ["⟨eos⟩", *labels][: x.size(1)]
     probs = M.attention_probs(m, x)
@@ -89,25 +105,26 @@ for row, (k, m) in enumerate(models.items()):
         ax.imshow(probs[layer][0].mean(0), cmap="Blues", vmin=0, vmax=1)
         kind = "" if k == "A" else (" (global)" if layer in global_layers else " (local)")
         ax.set_title(f"{names[k].split(' (')[0]}, layer {layer}{kind}", fontsize=9)
-        step = max(1, len(labels) // 24)
-        ax.set_xticks(range(0, len(labels), step), labels[::step], rotation=90, fontsize=6)
-        ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=6)
+        step = max(1, len(labels) // 28)
+        ax.set_xticks(range(0, len(labels), step), labels[::step], rotation=90, fontsize=5)
+        ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=5)
 ch.save_figure(fig, "fig_attention_maps", runs=list(runs.values()))
 
 # %% [markdown]
 # :::{figure} #cell-attention-maps
 # :label: fig-attention-maps
-# Every layer's attention averaged over its heads, for the prompt and each model's own greedy
-# continuation. Rows are queries, columns keys; darker is more attention. A copying layer
-# shows a stripe parallel to the diagonal in the lower part.
+# Every layer's attention averaged over its heads, for the sentence read twice and each
+# model's own greedy continuation. Rows are queries, columns keys; darker is more attention.
+# A copying layer shows a stripe parallel to the diagonal where the second copy looks back
+# at the first.
 # :::
 #
 # ## How far heads look, and where they rest
 #
 # Held-out files packed one after another with an end-of-document separator between them,
-# as in training. The measures use only the queries in the second half of each window, so
-# every head could look at least $L/2$ tokens back. The separator share is averaged only
-# over the windows that contain a separator.
+# as in training, in windows of $L$ tokens that hold a separator in their first half. The
+# measures use only the queries in the second half of each window, so every head could
+# look at least $L/2$ tokens back.
 
 # %%
 windows = M.packed_eval_windows(ch.budget, n=32 if budget != "smoke" else 4)
@@ -190,14 +207,16 @@ ch.save_figure(fig, "fig_induction", runs=list(runs.values()))
 # against the unpredictable first copy (dashed).
 # :::
 #
-# ## Beyond the blog: switching the induction heads off
+# ## Beyond the blog: switching heads off
 #
 # Attention maps show where information can flow, not that the model needs it there. Here
 # each model's induction heads (score above 0.3 with the repeat inside the window, or its
 # best head if none is) are zeroed before the output projection, and the repeat's loss is
-# measured again. As a control, the same number of other heads, those with the lowest
-# induction scores, are zeroed instead. The held-out loss on natural text shows what else
-# the heads do.
+# measured again. An induction head needs a previous-token head in an earlier layer, which
+# tells each position what came before it (Olsson et al., 2022). So the same number of
+# heads with the highest previous-token score are zeroed too. As a control, the same
+# number of heads that score lowest on both counts are zeroed. The held-out loss on natural
+# text shows what else the heads do.
 
 # %%
 natural = pair.eval_windows(ch.budget)
@@ -206,9 +225,12 @@ for k, m in models.items():
     s_in = tests[(k, distances[0])]["scores"].sort_values("score", ascending=False)
     top = s_in[s_in.score > 0.3]
     top = top if len(top) else s_in.head(1)
-    low = s_in.tail(len(top))
-    for label, heads in (("none", {}), ("induction heads", top), ("lowest-score heads (control)", low)):
-        spec_heads = {} if isinstance(heads, dict) else heads.groupby("layer")["head"].apply(list).to_dict()
+    rest = s_in.drop(top.index)
+    prev = rest.sort_values("previous_token", ascending=False).head(len(top))
+    low = rest.drop(prev.index).assign(both=lambda d: d.score + d.previous_token).sort_values("both").head(len(top))
+    for label, heads in (("none", None), ("induction heads", top), ("previous-token heads", prev),
+                         ("lowest on both (control)", low)):
+        spec_heads = {} if heads is None else heads.groupby("layer")["head"].apply(list).to_dict()
         with M.head_ablation(m, spec_heads):
             rows.append({"model": names[k], "ablated": label, "heads": ", ".join(
                 f"L{la}h{h}" for la, hs in spec_heads.items() for h in hs) or "-",

@@ -118,3 +118,26 @@ def test_repeated_blocks_and_kl():
     want = 0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(0.5 / 0.1)
     assert M.kl_divergence(la, lb).item() == pytest.approx(want)
     assert M.kl_divergence(la, la).item() == 0
+
+
+def test_previous_token_score_and_labels():
+    p = torch.zeros(1, 2, 5, 5)
+    p[0, :, 0, 0] = 1
+    for q in range(1, 5):
+        p[0, 0, q, q - 1] = 1.0  # a clean previous-token head
+        p[0, 1, q, 0], p[0, 1, q, q - 1] = 0.75, 0.25
+    torch.testing.assert_close(M.previous_token_scores(p), torch.tensor([1.0, 0.25]))
+
+    class Tok:  # character-level: one token per character, emoji split in two
+        def encode_with_offsets(self, text):
+            ids, spans = [], []
+            for i, c in enumerate(text):
+                n = 2 if ord(c) > 0xFFFF else 1
+                ids += [ord(c) % 50] * n
+                spans += [(i, i + 1)] * n
+            return np.array(ids), np.array(spans)
+
+    ids, labels = M.token_labels(Tok(), "a\n🤗")
+    assert labels == ["a", "↵", "🤗¹", "🤗²"] and ids.shape == (1, 4)
+    _, labels = M.token_labels(Tok(), "a🤗", renderable=lambda c: ord(c) < 0x10000)
+    assert labels == ["a", "U+1F917¹", "U+1F917²"]

@@ -1,0 +1,1 @@
+"""Behavioural evaluations beyond perplexity: RULER (nblib.evals.ruler)."""
