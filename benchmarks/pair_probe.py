@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def main(argv=None):
     p.add_argument("--rope-base", type=float, default=0.0, help="Model B's RoPE base, local and global (default 1e4)")
     p.add_argument("--run-root", default="/tmp/pair_probe_runs")
     a = p.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     budget = get_budget("toy")
     L = budget.pair.seq_len
     base = pair_configs(budget)[a.model].to_dict()

@@ -31,15 +31,24 @@ def _is_gemma(model) -> bool:
     return hasattr(model.blocks[0].attn, "q_norm")
 
 
+def _is_llama(model) -> bool:
+    return hasattr(model, "rotary") and hasattr(model.blocks[0].attn, "q_proj")
+
+
 @torch.no_grad()
 def queries_keys_values(model, idx: torch.Tensor, layers=None) -> dict[int, tuple]:
     """{layer: (q, k, v)} as the model's attention sees them, RoPE applied: q (B, Hq, T, h),
-    k and v (B, Hkv, T, h). Captured with forward hooks on one forward pass of idx (B, T)."""
+    k and v (B, Hkv, T, h), for GPT2, Gemma3 and Llama models. Captured with forward hooks
+    on one forward pass of idx (B, T)."""
     layers = range(len(model.blocks)) if layers is None else list(layers)
     got, hooks = {}, []
     for layer in layers:
         attn = model.blocks[layer].attn
-        if _is_gemma(model):
+        if _is_llama(model):
+            hooks += [attn.q_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "q"), o)),
+                      attn.k_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "k"), o)),
+                      attn.v_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "v"), o))]
+        elif _is_gemma(model):
             hooks += [attn.q_norm.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "q"), o)),
                       attn.k_norm.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "k"), o)),
                       attn.v_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "v"), o))]
@@ -54,7 +63,13 @@ def queries_keys_values(model, idx: torch.Tensor, layers=None) -> dict[int, tupl
     hd = model.head_dim
     out = {}
     for layer in layers:
-        if _is_gemma(model):
+        if _is_llama(model):
+            q = got[(layer, "q")].view(B, T, model.n_heads, hd).transpose(1, 2)
+            k = got[(layer, "k")].view(B, T, model.n_kv_heads, hd).transpose(1, 2)
+            v = got[(layer, "v")].view(B, T, model.n_kv_heads, hd).transpose(1, 2)
+            cos, sin = model.rotary(torch.arange(T, device=idx.device), q.dtype)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        elif _is_gemma(model):
             q, k = got[(layer, "q")].transpose(1, 2), got[(layer, "k")].transpose(1, 2)
             v = got[(layer, "v")].view(B, T, model.n_kv_heads, hd).transpose(1, 2)
             rot = model.rotary_global if model.layer_windows[layer] is None else model.rotary_local
@@ -83,7 +98,7 @@ def attention_probs(model, idx: torch.Tensor, layers=None) -> dict[int, torch.Te
 
 def _output_projection(model, layer: int):
     attn = model.blocks[layer].attn
-    return attn.o_proj if _is_gemma(model) else attn.c_proj
+    return attn.c_proj if hasattr(attn, "c_proj") else attn.o_proj
 
 
 @contextmanager
@@ -314,3 +329,41 @@ def disagreements(model_a, model_b, windows: torch.Tensor, tokenizer, top: int =
                "tail size": int(len(tail)), "B lower loss in the tail": float((lb.flatten()[tail] < la.flatten()[tail])
                                                                               .double().mean())}
     return flat.numpy(), pd.DataFrame(rows), summary
+
+
+# ---------------------------------------------------------------------------------------
+# Retrieval heads (Wu et al., 2024; the LCCP paper App. D.3, Fig. 18)
+# ---------------------------------------------------------------------------------------
+def retrieval_hits(p: torch.Tensor, ids: torch.Tensor, queries, targets, span: tuple[int, int]) -> torch.Tensor:
+    """(H,) per head, how many answer tokens it retrieves: at each query position q (the
+    position that produces answer token targets[i]), a hit is when the head's most-attended
+    key lies in the needle's token span [a, b) and holds that very token. p (H, T, T) one
+    sequence's attention of one layer; ids (T,) its tokens."""
+    a, b = span
+    top = p[:, list(queries)].argmax(-1)  # (H, n)
+    tgt = torch.as_tensor(list(targets))
+    return ((top >= a) & (top < b) & (ids[top] == tgt[None])).sum(1)
+
+
+@torch.no_grad()
+def retrieval_head_scores(model, tokenizer, samples) -> pd.DataFrame:
+    """Retrieval score of every head on single-needle RULER samples, teacher-forced: the
+    needle's own value tokens follow the prompt and answer prefix, and a head scores the
+    share of them it copies from the needle (`retrieval_hits`), averaged over samples.
+    Columns layer, head, score."""
+    total, n_tok = {}, 0
+    for s in samples:
+        a, b = s.needles[0]
+        ids, offsets = tokenizer.encode_with_offsets(s.text)
+        needle_tok = [i for i, (x, y) in enumerate(offsets.tolist()) if x >= a and y <= b]
+        value_at = s.prompt.index(s.answers[0], a)
+        value_tok = [i for i in needle_tok if offsets[i][0] >= value_at]
+        seq = torch.as_tensor(np.concatenate([ids, ids[value_tok]]), dtype=torch.long)
+        start = len(ids)
+        queries = [start - 1 + i for i in range(len(value_tok))]
+        targets = seq[start:start + len(value_tok)]
+        span = (needle_tok[0], needle_tok[-1] + 1)
+        for layer, p in attention_probs(model, seq[None]).items():
+            total[layer] = total.get(layer, 0) + retrieval_hits(p[0], seq, queries, targets, span)
+        n_tok += len(value_tok)
+    return heads_table({k: v.double() / n_tok for k, v in total.items()}, "score")

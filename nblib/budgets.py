@@ -114,17 +114,16 @@ def _pair_toy() -> ModelPairSpec:
     # The blog's shapes scaled down together: width 768 -> 128, 12 -> 4 layers (so one global
     # layer in four is kept), 12 -> 4 query heads over 1 key/value head (GQA 4:1), heads of
     # 32 (16 RoPE bands instead of 32), context 1024 -> 256 with the window at L/2 = 128.
-    # 2.46M tokens (600 steps of 16 x 256) is what two CPU cores train in about 6 minutes for
-    # both models (~7K tokens/s each, one thread per model). Natural text alone suffices here:
-    # a probe of Model B at this shape, LR and budget formed induction heads (copy gain of a
-    # repeated random segment 2.5 nats at distance 16, 1.8 at 128), and 20% synthetic repeats
-    # mixed in raised that to 7.5 but cost 0.2 nats of natural loss at every position, so the
-    # stream stays natural (chapter 6 measures the trained models' copy gain).
+    # 4.5M tokens (1,100 steps of 16 x 256), about 11 minutes for both models on two CPU
+    # cores (~7K tokens/s each, one thread per model). Chapter 6 shows the probes behind it
+    # (benchmarks/pair_probe.py): after 600 steps Model B copied a repeated random segment
+    # (gain 1.8 nats at L/2) but Model A did not (0.1); at 1,200 steps Model A did (2.3).
+    # Natural text alone suffices: no synthetic repeats are mixed in.
     a, b = _pair_shapes(vocab_a=1024, vocab_b=1024, d=128, layers=4, heads=4, seq_len=256)
-    return ModelPairSpec(model_a=a, model_b=b, seq_len=256, n_tokens=2_457_600, batch_size=16, lr=1e-2,
+    return ModelPairSpec(model_a=a, model_b=b, seq_len=256, n_tokens=4_505_600, batch_size=16, lr=1e-2,
                          warmup_steps=50, decay_frac=0.2, n_checkpoints=8, corpus="python-stdlib",
                          tokenizer="bpe:stdlib-1024", n_eval_windows=64,
-                         # 60 steps (10% of pre-training, the blog's 1% would be 6 steps) so the
+                         # 60 steps (5% of pre-training, the blog's 1% would be 11 steps) so the
                          # snapshot curve can show where the gain saturates; 97 held-out files
                          # have at least 4 x 256 + 1 tokens
                          finetune_steps=60, finetune_snapshot_every=10, n_long_docs=96)
@@ -181,6 +180,11 @@ class Budget:
     reference: dict  # the LongPPL reference model (paper: Llama-3.1-8B)
     scales: dict = field(default_factory=dict)
     pair: ModelPairSpec | None = None  # the Gemma blog's Models A and B (chapters 6-10)
+    # Chapter 5, RULER (LCCP paper §5.1): samples per subtask (the paper: 500, 100 at 128K),
+    # prompt length (None: the LCCP context), and a cap on generated tokens (None: RULER's)
+    ruler_samples: int = 500
+    ruler_len: int | None = None
+    ruler_max_new: int | None = None
     n_boot: int = 100  # bootstrap refits behind parameter and prediction intervals
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
@@ -292,6 +296,9 @@ def _toy() -> Budget:
                    # the small reference does not learn to copy: mix in a cache model (nblib.metrics.copy)
                    "copy": {"min_match": 3, "max_match": 32, "calibration_sequences": 400}},
         scales=scales, pair=_pair_toy(),
+        # 20 prompts per subtask and 32 new tokens (every reference answer is shorter) keep the
+        # 14 models of chapter 5 (7 points, Raw and Last4) within about two minutes
+        ruler_samples=20, ruler_max_new=32,
         notes="CPU main job: every phenomenon at small scale, BPE tokens of the Python stdlib corpus.",
     )
 
@@ -330,6 +337,8 @@ def _smoke() -> Budget:
                    "warmup_steps": 2, "n_tokens": 20_000,
                    "copy": {"min_match": 4, "max_match": 16, "calibration_sequences": 20}},
         scales=scales, pair=_pair_smoke(), n_boot=8,
+        # RULER's templates alone are ~200 bytes: smoke prompts are longer than its context
+        ruler_samples=2, ruler_len=600, ruler_max_new=8,
         notes="CI: seconds per notebook; numbers are meaningless, code paths are real.",
     )
 

@@ -85,9 +85,12 @@ def trajectory_config(b: Budget, scale: str):
 
 
 def trajectory_run(ev: Evaluator, scale: str, workers=None) -> Run:
-    """The long Constant trajectory at `scale`, trained (or extended) if the store lacks it."""
-    return get_or_run_many(ev.store, [trajectory_config(ev.budget, scale)], workers=workers,
-                           desc=f"{scale} trajectory")[0]
+    """The long Constant trajectory at `scale`, trained (or extended) if the store lacks it,
+    with its short-stage ancestors (the stable trunk and the WSD run it starts from) trained
+    first where missing, so a chapter can ask for it on an empty store."""
+    short = grid.short_stage(ev.budget, scale)
+    cfgs = [short.trunk, short.wsd[ev.budget.ds_multiples[-1]], trajectory_config(ev.budget, scale)]
+    return get_or_run_many(ev.store, cfgs, workers=workers, desc=f"{scale} trajectory")[-1]
 
 
 def step_at(run: Run, dl_mult: float) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from nblib.paper_values import (BLOG_ATTENTION, BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, BLOG_YARN, HELDOUT_CLAIM,
-                                TABLE3_LD)
+                                RETRIEVAL_HEADS, RULER_SUBTASK_ENDPOINTS, TABLE3_LD, TABLE14_LATER)
 from nblib.stats import paired_bootstrap
 
 
@@ -441,5 +441,43 @@ def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation
         f"{ba['kl']['mean']}, {ba['kl']['median']}, {ba['kl']['share > 1 nat']:.0%}, {ba['kl']['share > 3 nats']:.1%}). "
         f"Mean loss A {kl['loss A']:.2f}, B {kl['loss B']:.2f} (blog: 2.98, 2.97); in the strongest 5% of "
         f"disagreements B has the lower loss on {kl['B lower loss in the tail']:.0%} (blog, top 1,000: 59%).",
+    ]
+    return _bullets(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 5: downstream validation
+# ---------------------------------------------------------------------------------------
+def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t14: pd.DataFrame,
+                        length: int) -> str:
+    """Chapter 5's conclusions next to the LCCP paper's: which RULER subtasks fit and where
+    each stays, the trajectory's endpoints Raw and Last4, Table 14's deltas, and the
+    retrieval-head count."""
+    fit = [t for t, v in suite.items() if isinstance(v, list)]
+    skip = [t for t in suite if t not in fit]
+    r = ruler.dropna()
+    agg = r.groupby(["dl", "protocol"]).score.mean().unstack()
+    first, last = agg.index.min(), agg.index.max()
+    per = r[r.protocol == "Last4"].pivot_table(index="task", columns="dl", values="score")
+    floor = [t for t in per.index if per.loc[t].max() == 0]
+    rising = [t for t in per.index if per.loc[t, last] > per.loc[t, first]]
+    cnt = heads.groupby("dl").score.apply(lambda s: int((s > RETRIEVAL_HEADS["threshold"]).sum()))
+    lines = [
+        f"RULER at {length} tokens: {len(fit)} of 13 subtasks fit ({', '.join(fit)})"
+        + (f"; {', '.join(skip)} do not (their template, keys and answers alone exceed the context)." if skip else "."),
+        f"Mean over those subtasks along the trajectory: Raw {agg.loc[first, 'Raw']:.1f} -> {agg.loc[last, 'Raw']:.1f}, "
+        f"Last4 {agg.loc[first, 'Last4']:.1f} -> {agg.loc[last, 'Last4']:.1f} from Dl/N = {first:g} to {last:g} (paper, "
+        "RULER-32K: an upward trend with no sign of saturation, Last4 above Raw and steadier).",
+        "Subtasks at 0 at every point under Last4: " + (", ".join(floor) if floor else "none")
+        + "; rising from the first to the last point: " + (", ".join(rising) if rising else "none")
+        + " (paper, Last4 5N -> 120N: " + ", ".join(f"{k} {a:.1f} -> {b:.1f}" for k, (a, b) in RULER_SUBTASK_ENDPOINTS.items())
+        + ").",
+        "Table 14, Last4 - Raw averaged over the points: LongPPL "
+        f"{t14['LCCP LongPPL'].mean():+.3f}, RULER at the LCCP context {t14['RULER at the LCCP context'].mean():+.2f} "
+        "(paper: Last4 lowers LongPPL and raises RULER-32K during LCCP; after later stages "
+        + ", ".join(f"{k} {v:+.2f}" for k, v in TABLE14_LATER.items()) + "; not run here).",
+        f"Retrieval heads (score > {RETRIEVAL_HEADS['threshold']}) on single-needle prompts: {cnt.iloc[0]} at the first "
+        f"point, {cnt.iloc[-1]} at the last (paper: {RETRIEVAL_HEADS['count_start']} -> "
+        f"{RETRIEVAL_HEADS['count_end'][0]}-{RETRIEVAL_HEADS['count_end'][1]}); best head {heads.score.max():.2f}.",
     ]
     return _bullets(lines)

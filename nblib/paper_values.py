@@ -67,3 +67,10 @@ BLOG_ATTENTION = {"distance": {"A": 132, "B": 81}, "first_position_max": {"A": 0
                   "induction": {("A", 256): (0.93, 1.6), ("B", 256): (0.90, 6.1), ("A", 768): (0.90, 3.0),
                                 ("B", 768): (0.05, 12.3)}, "first_copy_loss": 13.3,
                   "kl": {"mean": 0.29, "median": 0.21, "share > 1 nat": 0.03, "share > 3 nats": 0.001}}
+
+# LCCP paper, App. C.1 (Constant-Last4 at 5N -> 120N, RULER-32K), App. D.2 Table 14 text
+# (Last4 - Raw after later stages) and App. D.3 (retrieval heads above 0.1: 10 -> 13-14).
+RULER_SUBTASK_ENDPOINTS = {"niah_multikey_2": (51.20, 71.20), "niah_multivalue": (10.20, 28.75),
+                           "niah_multiquery": (18.75, 45.00)}
+TABLE14_LATER = {"RULER-128K after extension": 0.60, "SFT 2.10B": 0.51, "SFT 4.20B": -0.16, "agentic SFT": 0.15}
+RETRIEVAL_HEADS = {"count_start": 10, "count_end": (13, 14), "threshold": 0.1}

@@ -46,6 +46,7 @@ from nblib.chapter import Chapter
 from nblib.metrics.probes import copy_gain_table, position_loss_table
 from nblib.models import build_model
 from nblib.pair import MODELS
+from nblib.provenance import REPO_ROOT
 
 ch = Chapter("06_models_ab", budget=budget, seed=seed, run_root=run_root)
 spec = ch.budget.pair
@@ -157,6 +158,22 @@ copy_dists = (8, L // 4, L // 2 - 8, L // 2)
 copying = copy_gain_table({MODELS[k][1]: m for k, m in models.items()}, tok.vocab_size, tok.eos_id, copy_dists)
 ch.save_table(context_use.join(copying), "context_use", runs=list(runs.values()))
 context_use.join(copying).round(2)
+
+# %% [markdown]
+# ### How the toy pair's training length was chosen
+#
+# The toy pair's training length was set by probes. Each probe trains one model with one
+# lever changed and measures the same quantities on a scratch run store
+# (`benchmarks/pair_probe.py`, records in `benchmarks/results/pair_probe.jsonl`). At 600
+# steps Model A does not copy yet, and at 1,200 it does, so the toy pair trains 1,100 steps.
+# For Model B the probes also record how plain RoPE and zero-shot YaRN read past $L$
+# ([chapter 9](09_yarn.ipynb)), with the blog's RoPE base of $10^4$ and with a base of 2,500,
+# which keeps the slowest band's wavelength about as long relative to $L$ as in the blog.
+
+# %%
+probe_path = REPO_ROOT / "benchmarks" / "results" / "pair_probe.jsonl"
+probes = pd.read_json(probe_path, lines=True).set_index("name") if probe_path.exists() else pd.DataFrame()
+probes.round(3)
 
 # %% [markdown]
 # ## Is one model better?

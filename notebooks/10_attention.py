@@ -86,7 +86,7 @@ for k, m in models.items():
 # %%
 twice = f"{prompt}\n{prompt}\n"
 ids2, _ = M.token_labels(tok, twice)
-start2 = torch.cat([torch.tensor([[tok.eos_id]]), ids2], 1)
+start2 = torch.cat([torch.tensor([[tok.eos_id]]), ids2], 1)[:, : L - n_new]  # Model A reads at most L tokens
 continuation = {k: tok.decode(m.generate(start2, n_new, temperature=0.0)[0, start2.size(1):]) for k, m in models.items()}
 for k, text in continuation.items():
     print(f"{names[k]}: ... -> {text!r}")

@@ -141,3 +141,30 @@ def test_previous_token_score_and_labels():
     assert labels == ["a", "↵", "🤗¹", "🤗²"] and ids.shape == (1, 4)
     _, labels = M.token_labels(Tok(), "a🤗", renderable=lambda c: ord(c) < 0x10000)
     assert labels == ["a", "U+1F917¹", "U+1F917²"]
+
+
+def test_retrieval_hits_count_a_constructed_map():
+    """Three answer tokens; head 0 attends to their twins in the needle (3 hits), head 1
+    to the right token outside the needle once and to wrong tokens in it twice (0 hits),
+    head 2 to its twin once (1 hit)."""
+    ids = torch.tensor([5, 7, 8, 9, 4, 7, 8, 9])  # needle tokens 1..3, answer 5..7 repeats them
+    T = len(ids)
+    p = torch.zeros(3, T, T)
+    queries, targets = [4, 5, 6], [7, 8, 9]
+    for i, q in enumerate(queries):
+        p[0, q, 1 + i] = 1.0
+        p[1, q, 0 if i == 0 else 1 + (i + 1) % 3] = 1.0
+        p[2, q, 1 + i if i == 2 else 0] = 1.0
+    hits = M.retrieval_hits(p, ids, queries, targets, (1, 4))
+    assert hits.tolist() == [3, 0, 1]
+
+
+def test_llama_probabilities_match_its_attention():
+    torch.manual_seed(0)
+    m = build_model("llama", dict(vocab_size=53, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48,
+                                  max_seq_len=64)).eval()
+    idx = torch.randint(0, 53, (2, 20))
+    probs, qkv, want = M.attention_probs(m, idx), M.queries_keys_values(m, idx), attention_outputs(m, idx)
+    for layer, p in probs.items():
+        v = qkv[layer][2].repeat_interleave(2, dim=1)
+        torch.testing.assert_close((p @ v).transpose(1, 2).reshape(2, 20, -1), want[layer], atol=1e-5, rtol=1e-4)

@@ -216,20 +216,18 @@ def _niah_sample(task, tokenizer, length, depth, rng, texts, words) -> Sample:
     placed = [(k, v) for k in keys for v in values[k]]  # asked keys first
     depths = [depth] + [float(rng.random()) for _ in placed[1:]]
     src = _haystack_source(hay_kind, texts, rng)
-    if hay_kind == "needle":  # RULER: the haystack is made of distractor needles
-        distract = []
-        for _ in range(2000):
-            k = _key(key_kind, rng, words, taken)
-            distract.append(NEEDLE.format(kind=kind, key=k, value=_value(value_kind, rng)))
-        src = " ".join(distract)
+    if hay_kind == "needle":  # RULER: the haystack is made of distractor needles, all keys distinct
+        if key_kind == "uuids":
+            others = [_key("uuids", rng, words, taken) for _ in range(2000)]
+        else:
+            free = [w for w in (words[int(i)] for i in rng.permutation(len(words))) if w not in taken]
+            others = free + [f"{a}-{b}" for a, b in zip(free, free[1:] + free[:1])]
+        src = " ".join(NEEDLE.format(kind=kind, key=k, value=_value(value_kind, rng)) for k in others[:2000])
     query = ", ".join(asked[:-1]) + (" and " if len(asked) > 1 else "") + asked[-1]
     needle_texts = [(d, NEEDLE.format(kind=kind, key=k, value=v)) for d, (k, v) in zip(depths, placed)]
 
     def build(c):
-        hay = src[:c]
-        if hay_kind == "needle":  # whole distractor sentences only
-            hay = hay[: hay.rfind(".") + 1] if "." in hay else ""
-        ctx, spans = _insert(hay, needle_texts)
+        ctx, spans = _insert(src[:c], needle_texts)
         prompt = NIAH_TEMPLATE.format(kind=kind, context=ctx, query=query)
         offset = prompt.index(ctx) if ctx else 0
         return prompt + NIAH_ANSWER.format(kind=kind, query=query), [(a + offset, b + offset) for a, b in spans]
@@ -270,17 +268,20 @@ def _cwe_sample(tokenizer, length, rng, words) -> Sample:
     rest = [w for w in words if w not in common]
     shuffle = int(rng.integers(0, 2**31))
     for freq_cw, freq_ucw in ((30, 3), (20, 3), (12, 2), (8, 2), (6, 2), (4, 2), (2, 1)):
-        def build(c, freq_cw=freq_cw, freq_ucw=freq_ucw):
-            # c = number of distinct uncommon words; every word appears its count, shuffled
-            bag = [w for w in common for _ in range(freq_cw)] + [w for w in rest[:c] for _ in range(freq_ucw)]
-            order = np.random.default_rng([shuffle, c]).permutation(len(bag))
+        others = [rest[int(i)] for i in np.random.default_rng(shuffle).permutation(len(rest))]
+        stream = " ".join(w for w in others for _ in range(freq_ucw))
+
+        def build(c, freq_cw=freq_cw, stream=stream):
+            # c characters of the other words' stream (a cut last word is a fragment seen once)
+            bag = [w for w in common for _ in range(freq_cw)] + stream[:c].split()
+            order = np.random.default_rng([shuffle, len(bag)]).permutation(len(bag))
             listing = "\n".join(f"{i + 1}. {bag[j]}" for i, j in enumerate(order))
             return CWE_TEMPLATE.format(context=listing) + CWE_ANSWER, None
         if len(tokenizer.encode(build(0)[0])) <= length:
             break
     else:
         raise ValueError(f"cwe does not fit length={length} tokens even with 2 occurrences of 10 words")
-    text, n, _ = _fit(build, tokenizer, length, len(rest))
+    text, n, _ = _fit(build, tokenizer, length, len(stream))
     return Sample("cwe", text[: len(text) - len(CWE_ANSWER)], CWE_ANSWER, common, n, None, [],
                   {"freq_common": freq_cw, "freq_other": freq_ucw})
 
@@ -290,14 +291,16 @@ def _fwe_sample(tokenizer, length, rng, alpha: float = 2.0) -> Sample:
     vocab = [vocab[int(i)] for i in rng.permutation(len(vocab))]
     draws = rng.zipf(alpha, 20000)
     draws = draws[draws <= len(vocab)] - 1
+    stream = " .... ".join(vocab[i] for i in draws)
 
-    def build(c):
-        counts = Counter(draws[:c].tolist())
-        return FWE_TEMPLATE.format(context=" .... ".join(vocab[i] for i in draws[:c])) + FWE_ANSWER, counts
+    def build(c):  # c characters of the coded text; a cut last word is not counted
+        words = stream[:c].split(" .... ")
+        counts = Counter(w for w in words[:-1] if w) + Counter(words[-1:] if stream[c:c + 1] in ("", " ") else [])
+        return FWE_TEMPLATE.format(context=stream[:c]) + FWE_ANSWER, counts
 
-    text, n, counts = _fit(build, tokenizer, length, len(draws))
+    text, n, counts = _fit(build, tokenizer, length, len(stream))
     top = counts.most_common(4)
-    answers = [vocab[i] for i, _ in top[:3]]
+    answers = [w for w, _ in top[:3]]
     return Sample("fwe", text[: len(text) - len(FWE_ANSWER)], FWE_ANSWER, answers, n, None, [],
                   {"counts": [c for _, c in top]})
 
@@ -348,17 +351,24 @@ def _qa_sample(task, tokenizer, length, depth, rng, items=None) -> Sample:
     if not items:
         pool, answers = [distractor(i) for i in range(1, len(people))], [answer]
 
-    def build(c):
-        docs = pool[:c]
-        where = [int(round(depth * len(docs)))] * len(gold)
-        for g, w in zip(reversed(gold), reversed(where)):
-            docs = docs[:w] + [g] + docs[w:]
-        ctx = "\n\n".join(f"Document {i + 1}:\n{d}" for i, d in enumerate(docs))
-        prompt = QA_TEMPLATE.format(context=ctx, query=question)
+    # every document carries a fixed number in its header, so the context can be cut at any
+    # character (RULER numbers them in order; the numbers carry no information either way)
+    ids = rng.permutation(len(pool) + len(gold)) + 1
+    gold = [f"Document {i}:\n{g}" for i, g in zip(ids[:len(gold)], gold)]
+    pool = [f"Document {i}:\n{d}" for i, d in zip(ids[len(gold):], pool)]
+    ends = np.cumsum([len(d) + 2 for d in pool])  # each distractor plus its separator
+
+    def build(c):  # c characters of distractor documents: the whole ones, then a cut one
+        k = int(np.searchsorted(ends, c, side="right"))
+        done = int(ends[k - 1]) if k else 0
+        docs = pool[:k] + ([pool[k][: c - done]] if k < len(pool) and c > done else [])
+        where = int(round(depth * len(docs)))
+        docs = docs[:where] + gold + docs[where:]
+        prompt = QA_TEMPLATE.format(context="\n\n".join(docs), query=question)
         spans = [(prompt.index(g), prompt.index(g) + len(g)) for g in gold]
         return prompt + QA_ANSWER, spans
 
-    text, n, spans = _fit(build, tokenizer, length, len(pool))
+    text, n, spans = _fit(build, tokenizer, length, int(ends[-1]))
     return Sample(task, text[: len(text) - len(QA_ANSWER)], QA_ANSWER, answers, n, depth, spans,
                   {"question": question})
 
