@@ -368,7 +368,14 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
         f"{inside}) to {by_pos.loc[far, 'plain RoPE']:.2f} ({far}), {rise:+.2f} nats; the whole {sL}-token page "
         f"reads at perplexity {ppl.loc[sL, 'plain RoPE']:.1f} (blog: {by['loss_jump'][0]} to {by['loss_jump'][1]}, "
         f"page {by['page']['plain RoPE']}). " + ("Plain RoPE breaks down past L, as in the blog."
-                                                 if rise > 0.05 else "Plain RoPE does NOT break down here."),
+                                                 if rise > 0.05 else
+                                                 "Plain RoPE does NOT break down here: later positions of these files "
+                                                 "are easier, and the model reads past L without collapsing. Three of "
+                                                 "its four layers are local and never see a distance past W, and the "
+                                                 "global layer's heads weigh bands that do not complete a turn even at "
+                                                 "sL (chapter 8); a probe with the RoPE base at 2,500 instead of 1e4 "
+                                                 "did not break down either (chapter 6's probe table). The cost of the "
+                                                 "far context shows only in the whole-page check below."),
         f"Zero-shot YaRN: page perplexity {ppl.loc[sL, 'zero-shot YaRN']:.1f}, plain minus zero-shot {ci(0)} "
         f"(blog: {by['page']['zero-shot YaRN']}, {by['plain_minus_zero'][0]} [{by['plain_minus_zero'][1]}, "
         f"{by['plain_minus_zero'][2]}]); its loss past 2L differs from its loss at {inside} by {held:+.2f} nats "
