@@ -379,7 +379,7 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
         f"Zero-shot YaRN: page perplexity {ppl.loc[sL, 'zero-shot YaRN']:.1f}, plain minus zero-shot {ci(0)} "
         f"(blog: {by['page']['zero-shot YaRN']}, {by['plain_minus_zero'][0]} [{by['plain_minus_zero'][1]}, "
         f"{by['plain_minus_zero'][2]}]); its loss past 2L differs from its loss at {inside} by {held:+.2f} nats "
-        + ("(it holds)." if abs(held) < abs(rise) / 2 else "(it does not hold).")
+        + ("(it holds: no rise past L)." if held <= 0.05 else "(it rises past L).")
         + f" At L it costs {ci(2)} perplexity against plain RoPE (blog: {by['first L']['plain RoPE']} -> "
         f"{by['first L']['zero-shot YaRN']}).",
         f"Fine-tuned ({int(snaps.step.iloc[-1])} steps): page perplexity {ppl.loc[sL, 'YaRN fine-tuned']:.1f}, "

@@ -174,8 +174,9 @@ tests = {(k, d): M.induction_test(m, tok.vocab_size, tok.eos_id, n_block, d, n_s
          for k, m in models.items() for d in distances}
 scores = pd.concat([t["scores"].assign(model=names[k], distance=d) for (k, d), t in tests.items()])
 ch.save_table(scores, "induction_scores", runs=list(runs.values()))
-induction = pd.DataFrame([{"model": names[k], "distance": d, "best head": "layer {layer}, head {head}".format(
-    **t["scores"].loc[t["scores"].score.idxmax()]), "best score": t["scores"].score.max(),
+best = {key: t["scores"].loc[t["scores"].score.idxmax()] for key, t in tests.items()}
+induction = pd.DataFrame([{"model": names[k], "distance": d, "best head": "layer {}, head {}".format(
+    int(best[(k, d)]["layer"]), int(best[(k, d)]["head"])), "best score": t["scores"].score.max(),
     "heads > 0.3": int((t["scores"].score > 0.3).sum()), "loss, first copy": t["first"],
     "loss, repeat": t["repeat"]} for (k, d), t in tests.items()])
 induction.round(3)
