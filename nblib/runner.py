@@ -140,10 +140,9 @@ def run_dag(store: RunStore, configs: list, workers: int | None = None, progress
         # The paper's scale: one run at a time across every local GPU (multi-node: README).
         _in_order(todo, deps, lambda h: launch_torchrun(store, todo[h].config, gpus))
         return runs
-    bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress)
-    if not todo:
-        bar.close()
+    if not todo:  # everything is in the store: nothing to report
         return runs
+    bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress)
     if workers == 1:
         def start(h):
             get_or_run(store, todo[h].config, progress=False)
