@@ -104,6 +104,15 @@ def retrieval_along_trajectory(budget: Budget, run: Run, suite: dict, task: str 
     return df
 
 
+def retrieval_summary(heads: pd.DataFrame, threshold: float = 0.1) -> pd.DataFrame:
+    """Fig. 18's three series per Dl/N point: heads above `threshold`, the mean score of the
+    heads tracked from the first point (NaN when none was above it), and the best head."""
+    by = heads.groupby("dl").score
+    return pd.DataFrame({"heads above threshold": by.apply(lambda s: int((s > threshold).sum())),
+                         "tracked heads' mean": heads[heads.tracked].groupby("dl").score.mean(),
+                         "best head": by.max()})
+
+
 def table14(longppl: pd.DataFrame, ruler: pd.DataFrame) -> pd.DataFrame:
     """Table 14 (App. D.2): Last4 - Raw at every stage this book runs, per Dl/N point: LCCP
     LongPPL (lower is better) and mean RULER at the LCCP context (higher is better). The

@@ -125,20 +125,18 @@ ch.save_figure(fig, "fig07_ruler_trajectory", runs=[run])
 needle_task = "niah_single_2" if isinstance(suite["niah_single_2"], list) else "niah_single_1"
 heads = downstream.retrieval_along_trajectory(b, run, suite, task=needle_task, points=points)
 ch.save_table(heads, "retrieval_heads", runs=[run])
-retrieval = heads.groupby("dl").agg(heads_above_0_1=("score", lambda s: int((s > 0.1).sum())),
-                                    tracked_mean=("score", lambda s: float("nan")),
-                                    best=("score", "max"))
-retrieval["tracked_mean"] = heads[heads.tracked].groupby("dl").score.mean()
+retrieval = downstream.retrieval_summary(heads)
 retrieval.round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-retrieval
 fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(retrieval.index, retrieval.best, "o-", c="tab:purple", label="best head's score")
-if retrieval.tracked_mean.notna().any():
-    ax.plot(retrieval.index, retrieval.tracked_mean, "o--", c="tab:blue", label="heads found at the first point")
+ax.plot(retrieval.index, retrieval["best head"], "o-", c="tab:purple", label="best head's score")
+if retrieval["tracked heads' mean"].notna().any():
+    ax.plot(retrieval.index, retrieval["tracked heads' mean"], "o--", c="tab:blue", label="heads found at the first point")
 ax2 = ax.twinx()
-ax2.bar(retrieval.index, retrieval.heads_above_0_1, width=0.3 * (points[1] - points[0]), alpha=0.25, color="tab:green")
+ax2.bar(retrieval.index, retrieval["heads above threshold"], width=0.3 * (points[1] - points[0]), alpha=0.25,
+        color="tab:green")
 ax2.set_ylabel("heads above 0.1 (bars)")
 ax.set(xlabel="Dl / N", ylabel="retrieval score", title=f"Fig. 18: retrieval heads on {needle_task}")
 ax.legend(fontsize=8)

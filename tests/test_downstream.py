@@ -1,0 +1,31 @@
+"""Chapter 5's tables (nblib.downstream) on hand-made inputs."""
+
+import numpy as np
+import pandas as pd
+
+from nblib import downstream as D
+from nblib.budgets import get_budget
+
+
+def test_points_are_the_papers_scaled():
+    assert D.trajectory_points(get_budget("toy")) == [1, 2, 4, 6, 8, 10, 12]
+    assert D.trajectory_points(get_budget("full")) == list(D.PAPER_POINTS)
+
+
+def test_retrieval_summary_counts_and_tracks():
+    heads = pd.DataFrame({"dl": [1, 1, 1, 2, 2, 2], "layer": [0, 0, 1] * 2, "head": [0, 1, 0] * 2,
+                          "score": [0.2, 0.05, 0.3, 0.4, 0.15, 0.0], "tracked": [True, False, True] * 2})
+    s = D.retrieval_summary(heads)
+    assert s["heads above threshold"].tolist() == [2, 2]
+    assert np.allclose(s["tracked heads' mean"], [0.25, 0.2])
+    assert np.allclose(s["best head"], [0.3, 0.4])
+
+
+def test_table14_is_last4_minus_raw():
+    longppl = pd.DataFrame({"dl_mult": [1, 1, 2, 2], "rule": ["raw", "last4"] * 2, "longppl": [10.0, 9.0, 8.0, 8.5]})
+    ruler = pd.DataFrame({"dl": [1, 1, 1, 1, 2, 2], "protocol": ["Raw", "Raw", "Last4", "Last4", "Raw", "Last4"],
+                          "task": ["a", "b", "a", "b", "a", "a"], "score": [10, 20, 30, 40, 5, 5]})
+    t = D.table14(longppl, ruler)
+    assert t["LCCP LongPPL"].tolist() == [-1.0, 0.5]
+    assert t["RULER at the LCCP context"].tolist() == [20.0, 0.0]
+    assert t["SFT average"].isna().all()
