@@ -403,7 +403,7 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
 # Chapter 10: attention
 # ---------------------------------------------------------------------------------------
 def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation: pd.DataFrame, kl: dict,
-                       names: dict, L: int, W: int) -> str:
+                       names: dict, L: int, W: int, global_layers=()) -> str:
     """Chapter 10's conclusions next to the Gemma blog's: attention distance, sinks,
     induction inside and beyond Model B's window, the ablation, and KL(A||B)."""
     ba = BLOG_ATTENTION
@@ -442,6 +442,7 @@ def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation
         f"{ind_text(b, d_in)}. At {d_out} tokens back (beyond the window): {a} {ind_text(a, d_out)}; {b} "
         f"{ind_text(b, d_out)}. The unseen first copy costs {first:.1f} nats (blog at 256 / 768 of 1024: A 0.93 / "
         f"0.90 with repeat loss 1.6 / 3.0, B 0.90 / 0.05 with 6.1 / 12.3, first copy 13.3).",
+        _where_b_copies(ind.loc[(b, d_in), "best head"], ind.loc[(b, d_out), "loss, repeat"], first, global_layers),
         abl_text(a) + ". " + abl_text(b) + ".",
         f"Token-level KL(A||B) over {kl['tokens']:,} held-out tokens: mean {kl['mean']:.2f}, median "
         f"{kl['median']:.2f} nats, {kl['share > 1 nat']:.0%} above 1 nat, {kl['share > 3 nats']:.1%} above 3 (blog: "
@@ -450,6 +451,18 @@ def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation
         f"disagreements B has the lower loss on {kl['B lower loss in the tail']:.0%} (blog, top 1,000: 59%).",
     ]
     return _bullets(lines)
+
+
+def _where_b_copies(best_head: str, repeat_beyond: float, first: float, global_layers) -> str:
+    """Where Model B's strongest induction head sits, and what that means past its window."""
+    layer = int(best_head.split(",")[0].split()[-1])
+    if layer in global_layers:
+        return (f"Model B's strongest induction head ({best_head}) sits in a global layer, so B still copies past "
+                f"its window (repeat loss {repeat_beyond:.1f} against {first:.1f} for the first copy). This is where "
+                "the toy differs from the blog, whose Model B keeps its strongest induction head in a local layer "
+                "and loses copying past the window.")
+    return (f"Model B's strongest induction head ({best_head}) sits in a local layer, as in the blog: past its window "
+            f"the repeat costs {repeat_beyond:.1f} nats against {first:.1f} for the first copy.")
 
 
 # ---------------------------------------------------------------------------------------

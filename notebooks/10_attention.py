@@ -273,7 +273,7 @@ ch.save_figure(fig, "fig_kl", runs=list(runs.values()))
 # ## What we see
 
 # %%
-ch.markdown(findings.attention_findings(by_layer, induction, ablation, kl_summary, names, L, W))
+ch.markdown(findings.attention_findings(by_layer, induction, ablation, kl_summary, names, L, W, global_layers))
 
 # %%
 ch.done()
