@@ -43,7 +43,6 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from nblib import extension as X
 from nblib import findings, pair
