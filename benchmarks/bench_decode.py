@@ -34,11 +34,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nblib.atomic import atomic_write_json, atomic_write_text  # noqa: E402
 from nblib.models import build_model, config_to_dict  # noqa: E402
 from nblib.models.gemma3 import Gemma3Config  # noqa: E402
 from nblib.models.gpt2 import GPT2Config  # noqa: E402
 from nblib.models.hf_twin import transformers_twin  # noqa: E402
+from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 SETTINGS = [(1, 128), (1, 512), (8, 128), (8, 512)]

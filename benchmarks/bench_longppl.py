@@ -42,11 +42,11 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nblib.atomic import atomic_write_json, atomic_write_text  # noqa: E402
 from nblib.budgets import LongPPLSpec  # noqa: E402
 from nblib.data.tokenizers import ByteTokenizer  # noqa: E402
 from nblib.metrics import Annotation, annotate, chunk_windows, evaluate, hash_texts, merge_intervals  # noqa: E402
 from nblib.models import build_model  # noqa: E402
+from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
 
 METHODS = ("annotate-naive", "annotate-ours", "evaluate-naive", "evaluate-ours")
 LONG_RATE, SHORT_RATE = 0.0142, 0.2520  # the LCCP paper Table 2

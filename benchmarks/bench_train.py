@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nblib import grid  # noqa: E402
-from nblib.atomic import atomic_write_json, atomic_write_text  # noqa: E402
 from nblib.budgets import SCALES, get_budget  # noqa: E402
-from nblib.train import build_model_from_config, make_optimizers  # noqa: E402
+from nblib.lccp import grid  # noqa: E402
+from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
+from nblib.training.train import build_model_from_config, make_optimizers  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 

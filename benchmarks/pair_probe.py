@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nblib.atomic import append_jsonl
 from nblib.budgets import get_budget
 from nblib.data import get_tokenizer
-from nblib.extension import long_test_docs, page_nll, with_yarn, yarn_scaling
+from nblib.gemma.extension import long_test_docs, page_nll, with_yarn, yarn_scaling
+from nblib.gemma.pair import eval_windows, heldout_loss, pair_configs
 from nblib.metrics.probes import copy_gain
-from nblib.pair import eval_windows, heldout_loss, pair_configs
-from nblib.runner import get_or_run
-from nblib.runstore import RunConfig, RunStore
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunConfig, RunStore
+from nblib.training.runner import get_or_run
 
 OUT = Path(__file__).resolve().parent / "results" / "pair_probe.jsonl"
 

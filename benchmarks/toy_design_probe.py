@@ -18,12 +18,11 @@ from pathlib import Path
 
 import torch
 
-from nblib.atomic import append_jsonl
-from nblib.data import build_test_set, get_corpus, get_tokenizer
-from nblib.grid import corpus_identity
+from nblib.data import build_test_set, corpus_identity, get_corpus, get_tokenizer
 from nblib.metrics.probes import copy_gain, position_loss
-from nblib.runner import get_or_run
-from nblib.runstore import RunConfig, RunStore
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunConfig, RunStore
+from nblib.training.runner import get_or_run
 
 OUT = Path(__file__).resolve().parent / "results" / "toy_design_probe.jsonl"
 

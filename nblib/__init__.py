@@ -1,7 +1,24 @@
-"""nblib: the library behind the book.
+"""nblib: the library behind the book. The notebooks orchestrate and plot; this package does the work.
 
-The notebooks orchestrate and plot; this package does the work. Submodules are
-imported lazily by the chapters that need them, so `import nblib` stays cheap.
+The layout is the book's table of contents, lowest layer first (a package imports only
+packages above it in this list, never one below; tests/test_architecture.py checks it):
+
+    errors, stats      exceptions users can fix; statistics (bootstrap, Lin's CCC)
+    models             GPT-2, Llama and Gemma 3 in one file each, the decode engine
+    cli                one error path for every command line; the old module names
+    store              the run store: configs by hash, checkpoints, atomic writes
+    budgets            the budgets smoke/toy/full and the scales S1-S5
+    data               corpora, tokenizers, token shards, training streams
+    metrics, evals     LongPPL, copy and NLL probes, attention maps; RULER
+    training           the trainer, Muon, schedules, the runner that gets or trains a run
+    lccp, gemma        the LCCP paper (chapters 2-5); the Gemma blog (chapters 6-10)
+    book               the chapter runner, figures, findings and the paper map
+
+Submodules are imported by the chapters that need them, so `import nblib` stays cheap.
 """
 
+from nblib.cli import install_moved_module_finder
+
 __version__ = "0.1.0"
+
+install_moved_module_finder()

@@ -1,5 +1,6 @@
-"""One error path for every command-line tool (`python -m nblib.train`, `.merge`, `.monitor`,
-`.scaling`, `.data.bpe`).
+"""One error path for every command-line tool (`python -m nblib.training.train`, `nblib.lccp.merge`,
+`nblib.lccp.monitor`, `nblib.lccp.scaling`, `nblib.data.bpe`), and the old module names of nblib's
+first layout, which still import and still run.
 
 A user error (a bad value, a missing or corrupt file, a locked run, a full disk, a
 read-only folder) prints one line, `error: <what is wrong and what is allowed>`, and exits
@@ -10,9 +11,13 @@ well. Anything else is a bug: it says so, exits 1, and `--debug` shows where.
 from __future__ import annotations
 
 import errno
+import importlib
+import importlib.abc
+import importlib.util
 import json
 import sys
 import traceback
+import warnings
 
 # The error types a user can cause and fix. ValueError covers ConfigError, BudgetError,
 # MonitorError, TableError and argument checks; UserError the checkpoint and lock errors.
@@ -64,3 +69,75 @@ def run_cli(main, argv=None, on_error=None) -> int:
         print(f"internal error: {type(e).__name__}: {e} (a bug: rerun with --debug for the traceback)",
               file=sys.stderr)
         return 1
+
+
+# Where nblib's first layout (28 top-level modules) put each module, and where it lives now.
+# The old names keep working, for `import` and for `python -m` (the README's commands were
+# `python -m nblib.train`, `nblib.merge`, `nblib.scaling` and `nblib.monitor`), with a
+# FutureWarning that names the new place.
+MOVED_MODULES = {
+    "nblib.atomic": "nblib.store.atomic", "nblib.provenance": "nblib.store.provenance",
+    "nblib.checkpoint": "nblib.store.checkpoint", "nblib.runstore": "nblib.store.runstore",
+    "nblib.train": "nblib.training.train", "nblib.optim": "nblib.training.optim",
+    "nblib.schedules": "nblib.training.schedules", "nblib.runner": "nblib.training.runner",
+    "nblib.grid": "nblib.lccp.grid", "nblib.experiments": "nblib.lccp.experiments",
+    "nblib.evaluation": "nblib.lccp.evaluation", "nblib.merge": "nblib.lccp.merge",
+    "nblib.monitor": "nblib.lccp.monitor", "nblib.downstream": "nblib.lccp.downstream",
+    "nblib.scaling": "nblib.lccp.scaling",
+    "nblib.pair": "nblib.gemma.pair", "nblib.position": "nblib.gemma.position",
+    "nblib.extension": "nblib.gemma.extension", "nblib.inference_cost": "nblib.gemma.inference_cost",
+    "nblib.attention_maps": "nblib.metrics.attention_maps",
+    "nblib.chapter": "nblib.book.chapter", "nblib.figures": "nblib.book.figures",
+    "nblib.findings": "nblib.book.findings", "nblib.paper_map": "nblib.book.paper_map",
+    "nblib.paper_values": "nblib.book.paper_values",
+}
+
+
+def moved_name(name: str) -> str | None:
+    """The current name of a module of the first layout (`nblib.scaling.fit` ->
+    `nblib.lccp.scaling.fit`), or None when `name` did not move."""
+    for old, new in MOVED_MODULES.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old):]
+    return None
+
+
+class _MovedLoader(importlib.abc.Loader):
+    """Loads an old name as the module at its new place: the same module object (no second
+    copy), and for `python -m old.name` (runpy asks for `get_code`) the new module's code."""
+
+    def __init__(self, new: str, real_spec):
+        self.new, self.real_spec = new, real_spec
+
+    def create_module(self, spec):
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module):
+        module.__spec__ = self.real_spec  # the import system set it to the old name's spec
+
+    def get_code(self, fullname):
+        return self.real_spec.loader.get_code(self.new)
+
+
+class MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of MOVED_MODULES under their old names. It sits at the end of
+    sys.meta_path, so it is asked only for names that no longer exist as files."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        new = moved_name(fullname)
+        real = importlib.util.find_spec(new) if new else None
+        if real is None:
+            return None
+        how = f"`python -m {new}`" if real.loader is not None and hasattr(real.loader, "get_code") else new
+        warnings.warn(f"{fullname} moved to {new}: use {how}; the old name will go", FutureWarning, stacklevel=2)
+        is_package = real.submodule_search_locations is not None
+        spec = importlib.util.spec_from_loader(fullname, _MovedLoader(new, real), is_package=is_package)
+        if is_package:
+            spec.submodule_search_locations = list(real.submodule_search_locations)
+        return spec
+
+
+def install_moved_module_finder() -> None:
+    """Let the old module names import (once per process; `nblib/__init__.py` calls it)."""
+    if not any(isinstance(f, MovedModuleFinder) for f in sys.meta_path):
+        sys.meta_path.append(MovedModuleFinder())

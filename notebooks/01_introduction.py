@@ -58,9 +58,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from nblib.book.chapter import Chapter
+from nblib.book.paper_map import paper_map
 from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
-from nblib.chapter import Chapter
-from nblib.paper_map import paper_map
 
 ch = Chapter("01_introduction", budget=budget, seed=seed, run_root=run_root)
 
@@ -112,7 +112,7 @@ pd.DataFrame({
 # make test          # unit tests + every chapter at smoke (papermill, nbval-lax) + book check
 # papermill notebooks/04_constant_last4.ipynb out.ipynb -p scale S5           # one chapter
 # papermill notebooks/03_scaling_law.ipynb out.ipynb -p budget full           # the paper's scale
-# torchrun --nproc_per_node 8 -m nblib.train runs/<hash>/config.json --strategy fsdp
+# torchrun --nproc_per_node 8 -m nblib.training.train runs/<hash>/config.json --strategy fsdp
 # ```
 #
 # Runs are cached in `runs/`, named by a hash of their configuration, and resumed from their
@@ -139,7 +139,7 @@ pm
 # %%
 import re
 
-from nblib.provenance import REPO_ROOT
+from nblib.store.provenance import REPO_ROOT
 
 reports = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.md"))
 for path in reports:  # each report's own headings become small subheadings here

@@ -31,11 +31,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib import experiments, findings, grid
-from nblib.chapter import Chapter
+from nblib.book import findings
+from nblib.book.chapter import Chapter
+from nblib.book.figures import highlight_html
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
-from nblib.evaluation import Evaluator
-from nblib.figures import highlight_html
+from nblib.lccp import experiments, grid
+from nblib.lccp.evaluation import Evaluator
 from nblib.metrics import format_testset_stats, testset_stats
 
 ch = Chapter("02_setup", budget=budget, seed=seed, run_root=run_root)
@@ -114,7 +115,7 @@ budgets
 # `benchmarks/results/toy_design_probe.jsonl`; the table shows them all.
 
 # %%
-from nblib.provenance import REPO_ROOT
+from nblib.store.provenance import REPO_ROOT
 
 probe_table = findings.toy_probe_table(
     pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_design_probe.jsonl", lines=True))

@@ -43,13 +43,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib import experiments, findings, scaling
+from nblib.book import findings
+from nblib.book.chapter import Chapter
+from nblib.book.figures import parity
+from nblib.book.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
 from nblib.budgets import SCALES
-from nblib.chapter import Chapter
-from nblib.evaluation import Evaluator
-from nblib.figures import parity
+from nblib.lccp import experiments, scaling
+from nblib.lccp.evaluation import Evaluator
 from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
-from nblib.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
 
 ch = Chapter("03_scaling_law", budget=budget, seed=seed, run_root=run_root, n_boot=n_boot)
 b = ch.budget
@@ -218,7 +219,7 @@ print(f"Ds = Dl zero crossing at N = 12.2 x S5: {cross:.3g} tokens per stage, {c
 # this chapter's own table:
 
 # %%
-out = subprocess.run([sys.executable, "-m", "nblib.scaling", "fit", str(csv), "--holdout", "S5", "--bootstrap", "20",
+out = subprocess.run([sys.executable, "-m", "nblib.lccp.scaling", "fit", str(csv), "--holdout", "S5", "--bootstrap", "20",
                       "--out", str(csv.with_name("predictions_s5.csv"))], capture_output=True, text=True)
 print(out.stdout[-3000:] or out.stderr[-3000:])
 

@@ -57,12 +57,13 @@ import numpy as np
 import seaborn as sns
 from IPython.display import Image, display
 
-from nblib import experiments, findings, grid, merge, scaling
+from nblib.book import findings
+from nblib.book.chapter import Chapter
+from nblib.book.figures import parity
+from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
 from nblib.budgets import SCALES, get_budget, trajectory_compute
-from nblib.chapter import Chapter
-from nblib.evaluation import Evaluator
-from nblib.figures import parity
-from nblib.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
+from nblib.lccp import experiments, grid, merge, scaling
+from nblib.lccp.evaluation import Evaluator
 
 ch = Chapter("04_constant_last4", budget=budget, seed=seed, run_root=run_root, scale=scale,
              allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
@@ -367,7 +368,7 @@ print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
 # %% [markdown]
 # ## Monitoring your own run
 #
-# `python -m nblib.monitor RUN_DIR` does the above for any constant-LR trajectory: it
+# `python -m nblib.lccp.monitor RUN_DIR` does the above for any constant-LR trajectory: it
 # computes Last4 LongPPL and ShortPPL at each evaluation point (caching what it has already
 # evaluated), fits {eq}`eq-prefix` with bootstrap intervals, and prints the predicted LongPPL at future
 # budgets with the marginal gain per extra billion tokens. Here it reads the trajectory
@@ -376,7 +377,7 @@ print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
 # %%
 plot = ch.store.root / "monitor" / f"{traj.hash}.png"
 last = traj.manifest["realized_tokens"]
-cmd = [sys.executable, "-m", "nblib.monitor", str(traj.path), "--eval-every", str(int(round(b.s5_eval_every / b.s5_ckpt_every))),
+cmd = [sys.executable, "-m", "nblib.lccp.monitor", str(traj.path), "--eval-every", str(int(round(b.s5_eval_every / b.s5_ckpt_every))),
        "--future", str(2 * last), str(4 * last), "--n-boot", str(max(20, ch.n_boot // 2)), "--plot", str(plot)]
 out = subprocess.run(cmd, capture_output=True, text=True)
 print(out.stdout[-4000:] or out.stderr[-4000:])

@@ -54,9 +54,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib import downstream, experiments, findings
-from nblib.chapter import Chapter
-from nblib.evaluation import Evaluator
+from nblib.book import findings
+from nblib.book.chapter import Chapter
+from nblib.lccp import downstream, experiments
+from nblib.lccp.evaluation import Evaluator
 
 ch = Chapter("05_downstream", budget=budget, seed=seed, run_root=run_root, scale=scale, allowed_scales=("S5",))
 b = ch.budget

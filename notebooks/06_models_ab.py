@@ -39,14 +39,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from nblib import findings, pair
-from nblib.data import get_corpus, get_tokenizer
+from nblib.book import findings
+from nblib.book.chapter import Chapter
 from nblib.budgets import get_budget
-from nblib.chapter import Chapter
+from nblib.data import get_corpus, get_tokenizer
+from nblib.gemma import pair
+from nblib.gemma.pair import MODELS
 from nblib.metrics.probes import copy_gain_table, position_loss_table
 from nblib.models import build_model
-from nblib.pair import MODELS
-from nblib.provenance import REPO_ROOT
+from nblib.store.provenance import REPO_ROOT
 
 ch = Chapter("06_models_ab", budget=budget, seed=seed, run_root=run_root)
 spec = ch.budget.pair

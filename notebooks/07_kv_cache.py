@@ -49,14 +49,15 @@ import json
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from nblib import findings, pair
+from nblib.book import findings
+from nblib.book.chapter import Chapter
 from nblib.data import get_tokenizer
-from nblib.chapter import Chapter
-from nblib.inference_cost import (kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,
-                                  measured_cache_bytes, profiler_flops)
+from nblib.gemma import pair
+from nblib.gemma.inference_cost import (kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,
+                                        measured_cache_bytes, profiler_flops)
 from nblib.models.gemma3 import Gemma3Config
 from nblib.models.gpt2 import GPT2Config
-from nblib.provenance import REPO_ROOT
+from nblib.store.provenance import REPO_ROOT
 
 ch = Chapter("07_kv_cache", budget=budget, seed=seed, run_root=run_root)
 

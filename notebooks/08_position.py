@@ -44,9 +44,10 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from nblib import findings, pair
-from nblib import position as P
-from nblib.chapter import Chapter
+from nblib.book import findings
+from nblib.book.chapter import Chapter
+from nblib.gemma import pair
+from nblib.gemma import position as P
 from nblib.models import build_model
 
 ch = Chapter("08_position", budget=budget, seed=seed, run_root=run_root)
@@ -96,7 +97,7 @@ ch.save_figure(fig, "fig_rope_clocks")
 # ## Which bands each head can use: from the weights
 #
 # The shares $s_j = w_j / \sum_l w_l$ for every head of the trained Model B, with the RMSNorm
-# gains folded into the projections (`nblib.position.band_weights`). As a control, the same
+# gains folded into the projections (`nblib.gemma.position.band_weights`). As a control, the same
 # measure on an untrained Model B of the same shape shows what random weights give.
 
 # %%

@@ -44,11 +44,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib import extension as X
-from nblib import findings, pair
-from nblib import position as P
-from nblib.chapter import Chapter
+from nblib.book import findings
+from nblib.book.chapter import Chapter
 from nblib.data import get_tokenizer
+from nblib.gemma import extension as X
+from nblib.gemma import pair
+from nblib.gemma import position as P
 from nblib.models.layers import yarn_inv_freq
 from nblib.stats import paired_bootstrap
 

@@ -44,11 +44,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from nblib import attention_maps as M
-from nblib import findings, pair
-from nblib.chapter import Chapter
+from nblib.book import findings
+from nblib.book.chapter import Chapter
+from nblib.book.figures import glyph_available
 from nblib.data import get_tokenizer
-from nblib.figures import glyph_available
+from nblib.gemma import pair
+from nblib.metrics import attention_maps as M
 
 ch = Chapter("10_attention", budget=budget, seed=seed, run_root=run_root)
 spec = ch.budget.pair

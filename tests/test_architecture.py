@@ -6,6 +6,9 @@
 - The layers keep their order: the run store never imports the trainer or the runner, the
   trainer never imports the runner, and models, data and metrics never import anything that
   trains, evaluates or draws.
+- The packages keep the order of `LAYERS` (nblib/__init__.py's table): a package imports only
+  packages in rows above its own, and the top level stays small enough to read as the book's
+  table of contents.
 """
 
 import ast
@@ -43,7 +46,7 @@ def imports_of(module: str) -> list[tuple[str, bool]]:
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(module, node, path.name == "__init__.py")
-            # `from nblib import grid` imports the submodule nblib.grid
+            # `from nblib import grid` imports the submodule nblib.lccp.grid
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         else:
             continue
@@ -91,8 +94,8 @@ def _cycles(graph: dict) -> list[list[str]]:
 
 
 def test_the_parser_sees_the_package():
-    assert {"nblib.runstore", "nblib.runner", "nblib.train", "nblib.models.engine"} <= set(MODULES)
-    assert "nblib.runstore" in GRAPH["nblib.runner"] and "nblib.train" in GRAPH["nblib.runner"]
+    assert {"nblib.store.runstore", "nblib.training.runner", "nblib.training.train", "nblib.models.engine"} <= set(MODULES)
+    assert "nblib.store.runstore" in GRAPH["nblib.training.runner"] and "nblib.training.train" in GRAPH["nblib.training.runner"]
 
 
 def test_cycle_finder_finds_a_planted_cycle():
@@ -127,13 +130,74 @@ def _reaches(src: str, dst: str) -> bool:
 
 
 @pytest.mark.parametrize("lower, upper", [
-    ("nblib.runstore", "nblib.train"), ("nblib.runstore", "nblib.runner"), ("nblib.train", "nblib.runner"),
-    ("nblib.models", "nblib.runstore"), ("nblib.data", "nblib.runstore"), ("nblib.metrics", "nblib.runstore"),
-    ("nblib.scaling", "nblib.runstore"), ("nblib.grid", "nblib.runner"), ("nblib.evaluation", "nblib.experiments"),
-    ("nblib.runstore", "nblib.figures"),
+    ("nblib.store.runstore", "nblib.training.train"), ("nblib.store.runstore", "nblib.training.runner"), ("nblib.training.train", "nblib.training.runner"),
+    ("nblib.models", "nblib.store.runstore"), ("nblib.data", "nblib.store.runstore"), ("nblib.metrics", "nblib.store.runstore"),
+    ("nblib.lccp.scaling", "nblib.store.runstore"), ("nblib.lccp.grid", "nblib.training.runner"), ("nblib.lccp.evaluation", "nblib.lccp.experiments"),
+    ("nblib.store.runstore", "nblib.book.figures"),
 ])
 def test_layers_point_down(lower, upper):
     assert not _reaches(lower, upper), f"{lower} imports {upper}, a layer above it"
+
+
+# The package order, lowest row first (the table in nblib/__init__.py). A package may import
+# its own modules and the packages of rows above it; never a package of its own row or below.
+LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("budgets",), ("data",), ("metrics", "evals"),
+          ("training",), ("lccp", "gemma"), ("book",)]
+
+
+def package_of(module: str) -> str:
+    """`nblib.lccp.scaling.fit` -> `lccp`; `nblib.budgets` -> `budgets`; `nblib` -> ``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layering_violations(graph: dict, layers=LAYERS) -> list[tuple[str, str]]:
+    """(importer, imported) pairs whose packages break the order of `layers`. The package
+    root `nblib` is left out: it holds only `__version__` and installs the old names."""
+    rank = {p: i for i, row in enumerate(layers) for p in row}
+    bad = []
+    for m, targets in graph.items():
+        src = package_of(m)
+        for t in targets:
+            dst = package_of(t)
+            if src and dst and src != dst and rank[dst] >= rank[src]:
+                bad.append((m, t))
+    return sorted(bad)
+
+
+def test_every_package_has_a_layer():
+    entries = {p.stem for p in PKG.iterdir() if (p.suffix == ".py" or (p / "__init__.py").exists())} - {"__init__"}
+    assert entries == {p for row in LAYERS for p in row}
+
+
+def test_top_level_is_small():
+    entries = [p.name for p in PKG.iterdir() if p.name != "__pycache__"]
+    assert len(entries) <= 15, sorted(entries)
+
+
+def test_packages_import_only_rows_above_them():
+    assert layering_violations(GRAPH) == []
+
+
+@pytest.mark.parametrize("planted", [("nblib.store.runstore", "nblib.training.train"),  # store -> training: up
+                                     ("nblib.lccp.grid", "nblib.gemma.pair"),            # siblings
+                                     ("nblib.models.llama", "nblib.data")])               # models -> data: up
+def test_layering_check_finds_a_planted_violation(planted):
+    graph = {m: list(t) for m, t in GRAPH.items()}
+    graph[planted[0]].append(planted[1])
+    assert layering_violations(graph) == [planted]
+
+
+def test_the_root_imports_only_the_cli():
+    assert GRAPH["nblib"] == ["nblib.cli"]
+
+
+@pytest.mark.parametrize("package", sorted(m for m, p in MODULES.items() if p.name == "__init__.py" and m != "nblib"))
+def test_each_package_states_its_job_and_imports(package):
+    doc = ast.get_docstring(ast.parse(MODULES[package].read_text())) or ""
+    assert doc.strip(), f"{package} has no docstring"
+    if package.count(".") == 1:  # the top-level packages say what they may import
+        assert "may import" in doc.lower() or "imports no" in doc.lower(), package
 
 
 # ---------------------------------------------------------------------------------------
@@ -170,3 +234,29 @@ def test_loop_detector_flags_a_fit_loop():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebooks_hold_no_fit_or_metric_loops(path):
     assert analysis_in_loops(path.read_text()) == []
+
+
+# ---------------------------------------------------------------------------------------
+# the first layout's names still work (nblib.cli.MOVED_MODULES)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("old, new", [("nblib.train", "nblib.training.train"), ("nblib.merge", "nblib.lccp.merge"),
+                                      ("nblib.scaling", "nblib.lccp.scaling"), ("nblib.monitor", "nblib.lccp.monitor")])
+def test_old_commands_still_run_and_name_the_new_one(old, new):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "usage:" in r.stdout
+    assert f"{old} moved to {new}" in r.stderr
+
+
+def test_old_import_names_give_the_same_module():
+    import importlib
+    import warnings
+    from nblib.cli import MOVED_MODULES, moved_name
+    assert moved_name("nblib.scaling.fit") == "nblib.lccp.scaling.fit" and moved_name("nblib.data") is None
+    for old, new in MOVED_MODULES.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            assert importlib.import_module(old) is importlib.import_module(new)
+        assert importlib.import_module(new).__spec__.name == new  # the alias did not rename it

@@ -1,11 +1,11 @@
-"""Attention probabilities, head ablation and the per-head measures (nblib.attention_maps)
+"""Attention probabilities, head ablation and the per-head measures (nblib.metrics.attention_maps)
 against the model's own fused attention, hand computations and constructed patterns."""
 
 import numpy as np
 import pytest
 import torch
 
-from nblib import attention_maps as M
+from nblib.metrics import attention_maps as M
 from nblib.models import build_model
 
 SHAPES = {

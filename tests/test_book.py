@@ -254,7 +254,7 @@ def test_notebook_cell_outputs(tmp_path):
 
 
 def test_very_long_output_is_truncated_and_linked(tmp_path, monkeypatch):
-    monkeypatch.setattr(render, "INLINE_LIMIT", 100)
+    monkeypatch.setattr(render.nbcells, "INLINE_LIMIT", 100)  # long_text reads nbcells.INLINE_LIMIT
     node = cell({"output_type": "stream", "name": "stdout", "text": "x", "path": "/big.txt"})
     out, page = html_of(node, tmp_path, public={"big.txt": "y" * 500})
     assert "y" * 100 in out and "y" * 101 not in out
@@ -540,7 +540,7 @@ def test_browser_check_finds_missing_alt_wide_elements_and_console_errors(tmp_pa
 def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_path):
     import nbformat
 
-    from nblib.book import prepare_for_book
+    from nblib.book.build import prepare_for_book
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# 3. A chapter\n\nText."),

@@ -3,7 +3,7 @@
 import pytest
 
 from nblib.budgets import (BUDGETS, PAPER_DL_MULTIPLES, PAPER_DS_MULTIPLES, PAPER_N, PAPER_S5_CONFIGS, SCALES, BudgetError, get_budget, get_scale)
-from nblib.schedules import Schedule, wsd_stable_steps
+from nblib.training.schedules import Schedule, wsd_stable_steps
 
 
 def test_bad_budget_names_value_and_allowed():

@@ -43,8 +43,8 @@ from nblib.data import (
     write_stdlib_manifest,
 )
 from nblib.data.corpus import Corpus, content_hash, python_version
-from nblib.provenance import REPO_ROOT
 from nblib.data.streams import _segment_all
+from nblib.store.provenance import REPO_ROOT
 
 SHARED = REPO_ROOT.parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} not present")

@@ -1,10 +1,10 @@
-"""Chapter 5's tables (nblib.downstream) on hand-made inputs."""
+"""Chapter 5's tables (nblib.lccp.downstream) on hand-made inputs."""
 
 import numpy as np
 import pandas as pd
 
-from nblib import downstream as D
 from nblib.budgets import get_budget
+from nblib.lccp import downstream as D
 
 
 def test_points_are_the_papers_scaled():

@@ -4,8 +4,8 @@ the scaled recipes, each to the precision the blog prints."""
 
 import pytest
 
-from nblib.inference_cost import (BLOG_RECIPES, kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,
-                                  measured_cache_bytes)
+from nblib.gemma.inference_cost import (BLOG_RECIPES, kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,
+                                        measured_cache_bytes)
 from nblib.models.gemma3 import Gemma3Config
 from nblib.models.gpt2 import GPT2Config
 
@@ -60,7 +60,7 @@ def test_profiler_counts_the_analytic_linear_flops_exactly():
     small = {"A": ("gpt2", GPT2Config(vocab_size=97, max_seq_len=64, d_model=32, n_layers=2, n_heads=4)),
              "B": ("gemma3", Gemma3Config(vocab_size=97, d_model=32, n_layers=4, n_heads=4, n_kv_heads=1,
                                           head_dim=8, d_ff=64, window=8))}
-    from nblib.inference_cost import profiler_flops
+    from nblib.gemma.inference_cost import profiler_flops
 
     t = profiler_flops(small, seq_len=24)
     assert (t["ratio"] == 1.0).all()

@@ -14,11 +14,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from nblib import cli
-from nblib import merge as M
+from nblib.lccp import merge as M
 
 
 class MemoryTracker:
-    """The tests' `tracker` for nblib.merge: live bytes of every tensor a merge materialises,
+    """The tests' `tracker` for nblib.lccp.merge: live bytes of every tensor a merge materialises,
     and the peak.
 
     `track(t)` adds `t.numel() * t.element_size()` until `t` is garbage collected (a weakref
@@ -26,7 +26,7 @@ class MemoryTracker:
     read from files (safetensors returns views of a copy-on-write file map; their pages are
     counted while the view lives), their fp32 copies, accumulators, RNG draws, masks and the
     output tensors. Not counted: the OS page cache behind the file maps, and torch's own
-    scratch inside single kernels (nblib.merge writes arithmetic in-place or with named
+    scratch inside single kernels (nblib.lccp.merge writes arithmetic in-place or with named
     outputs so that no hidden full-size temporaries arise).
     """
 
@@ -427,7 +427,7 @@ def test_save_merged_roundtrip(tmp_path):
 
 def run_cli(args):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "nblib.merge", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "nblib.lccp.merge", *map(str, args)],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
 
 
@@ -466,7 +466,7 @@ def test_cli_matches_api(tmp_path, method, opts):
 
 
 def _exit_code(argv) -> int:
-    """What `python -m nblib.merge ARGV` exits with (argparse errors exit 2 themselves)."""
+    """What `python -m nblib.lccp.merge ARGV` exits with (argparse errors exit 2 themselves)."""
     try:
         return cli.run_cli(M.main, argv)
     except SystemExit as e:

@@ -1,16 +1,16 @@
-"""nblib.monitor end to end on a smoke-budget Constant trajectory, and its refusals."""
+"""nblib.lccp.monitor end to end on a smoke-budget Constant trajectory, and its refusals."""
 
 import subprocess
 import sys
 
 import pytest
 
-from nblib import grid
-from nblib.evaluation import Evaluator
 from nblib.budgets import get_budget
-from nblib.monitor import MonitorError, forecast
-from nblib.runner import get_or_run, get_or_run_many
-from nblib.runstore import RunStore
+from nblib.lccp import grid
+from nblib.lccp.evaluation import Evaluator
+from nblib.lccp.monitor import MonitorError, forecast
+from nblib.store.runstore import RunStore
+from nblib.training.runner import get_or_run, get_or_run_many
 
 
 def test_forecast_refuses_too_few_points():
@@ -37,7 +37,7 @@ def test_monitor_cli_on_a_smoke_trajectory(tmp_path):
     Evaluator.build(b, store)  # trains the smoke reference, annotates the test set
     short = grid.lccp_constant(b, "S1", b.ds_multiples[0], 3 * b.constant_ckpt_every)
     get_or_run_many(store, grid.short_stage(b, "S1").all() + [short], workers=1, progress=False)
-    cmd = [sys.executable, "-m", "nblib.monitor", str(store.run(short).path), "--eval-every", "1", "--n-boot", "5"]
+    cmd = [sys.executable, "-m", "nblib.lccp.monitor", str(store.run(short).path), "--eval-every", "1", "--n-boot", "5"]
     few = subprocess.run(cmd, capture_output=True, text=True)
     assert few.returncode == 2 and "Last4 needs at least 4" in few.stderr
     long = grid.lccp_constant(b, "S1", b.ds_multiples[0], 10 * b.constant_ckpt_every)  # same trajectory, extended

@@ -10,7 +10,7 @@ import nbformat
 import papermill as pm
 import pytest
 
-from nblib.book import chapters, sync
+from nblib.book.build import chapters, sync
 
 REPO = Path(__file__).resolve().parent.parent
 NB = REPO / "notebooks"

@@ -1,11 +1,11 @@
-"""Models A and B (nblib.pair), the paired bootstrap (nblib.stats)."""
+"""Models A and B (nblib.gemma.pair), the paired bootstrap (nblib.stats)."""
 
 import numpy as np
 import pytest
 import torch
 
-from nblib import pair
 from nblib.budgets import get_budget
+from nblib.gemma import pair
 from nblib.models import build_model
 from nblib.models.gemma3 import Gemma3Config
 from nblib.models.gpt2 import GPT2Config

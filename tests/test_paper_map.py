@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from nblib.paper_map import PAPER_MAP
+from nblib.book.paper_map import PAPER_MAP
 
 REPO = Path(__file__).resolve().parent.parent
 STATUSES = ("done", "library", "planned", "not reproduced")

@@ -1,11 +1,11 @@
-"""RoPE clocks and learned-position measures (nblib.position) against closed forms and
+"""RoPE clocks and learned-position measures (nblib.gemma.position) against closed forms and
 direct computations."""
 
 import numpy as np
 import pytest
 import torch
 
-from nblib import position as P
+from nblib.gemma import position as P
 from nblib.models import build_model
 from nblib.models.layers import rope_inv_freq
 

@@ -27,13 +27,13 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 from nblib import cli
-from nblib import merge as M
-from nblib import train as T
-from nblib.atomic import append_jsonl
-from nblib.checkpoint import CKPT_DIR, CorruptCheckpointError, list_checkpoints, verify_checkpoint
-from nblib.runner import get_or_run
-from nblib.runstore import ConfigError, RunConfig, RunLock, RunLockedError, RunStore
-from nblib.scaling import __main__ as scaling_cli
+from nblib.lccp import merge as M
+from nblib.lccp.scaling import __main__ as scaling_cli
+from nblib.store.atomic import append_jsonl
+from nblib.store.checkpoint import CKPT_DIR, CorruptCheckpointError, list_checkpoints, verify_checkpoint
+from nblib.store.runstore import ConfigError, RunConfig, RunLock, RunLockedError, RunStore
+from nblib.training import train as T
+from nblib.training.runner import get_or_run
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 MODEL = {"family": "llama", "vocab_size": 257, "d_model": 16, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1,
@@ -206,7 +206,7 @@ def test_disk_full_during_training_exits_2_and_is_written_to_train_log(tmp_path,
 # --------------------------------------------------------------------------- two writers
 
 def _hold_lock(lock_path: Path):
-    code = (f"import time, sys; from pathlib import Path; from nblib.runstore import RunLock; "
+    code = (f"import time, sys; from pathlib import Path; from nblib.store.runstore import RunLock; "
             f"l = RunLock(Path({str(lock_path)!r})); l.acquire(); print('held', flush=True); time.sleep(60)")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=ENV)
     assert p.stdout.readline().strip() == "held"
@@ -229,10 +229,10 @@ def locked_run(tmp_path):
 
 def test_second_trainer_refuses_or_waits_visibly_and_names_the_holder(locked_run):
     cfg, root, run, holder = locked_run
-    code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--no-wait", "--no-progress")
+    code, _, err = run_module("nblib.training.train", cfg, "--run-root", root, "--no-wait", "--no-progress")
     assert_user_error(code, err, f"pid {holder.pid}", socket.gethostname(), "since")
     t0 = time.time()
-    code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--lock-timeout", "1", "--no-progress")
+    code, _, err = run_module("nblib.training.train", cfg, "--run-root", root, "--lock-timeout", "1", "--no-progress")
     assert_user_error(code, err, f"pid {holder.pid}")
     assert "waiting for it to finish (up to 1 s)" in err and time.time() - t0 >= 1
     assert not (run.path / "ckpt").exists()  # the refused trainers wrote nothing
@@ -242,7 +242,7 @@ def test_second_trainer_refuses_or_waits_visibly_and_names_the_holder(locked_run
 def test_torchrun_trainer_refuses_a_locked_run(locked_run):
     cfg, root, run, holder = locked_run
     torchrun = Path(sys.executable).parent / "torchrun"
-    p = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.train", str(cfg), "--run-root",
+    p = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.training.train", str(cfg), "--run-root",
                         str(root), "--no-wait", "--no-progress"], capture_output=True, text=True, env=ENV,
                        timeout=300)
     assert p.returncode != 0
@@ -289,10 +289,10 @@ def test_same_size_corruption_is_detected_by_complete_resume_merge_monitor_and_e
     inputs = [c.weights for c in run.checkpoints()[-4:]]
     with pytest.raises(CorruptCheckpointError, match=str(final.path)):
         M.merge("lastM", inputs, m=4)
-    code, _, err = run_module("nblib.merge", "--method", "lastM", *inputs, "-o", tmp_path / "m.safetensors")
+    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *inputs, "-o", tmp_path / "m.safetensors")
     assert_user_error(code, err, "does not match its sha256")
     assert not (tmp_path / "m.safetensors").exists()
-    code, _, err = run_module("nblib.monitor", run.path, "--eval-every", "1")
+    code, _, err = run_module("nblib.lccp.monitor", run.path, "--eval-every", "1")
     assert_user_error(code, err, "does not match its sha256")
     # resume: the corrupt newest checkpoint is quarantined, training resumes from the one before, loudly
     get_or_run(RunStore(run.path.parent), run.config, progress=False)
@@ -317,7 +317,7 @@ def test_cached_evaluation_is_redone_when_the_checkpoint_changes(trained, tmp_pa
     w = load_file(str(ck.weights))
     w[next(iter(w))] += 1.0  # new weights, recorded properly (as a retrained checkpoint would be)
     save_file(w, str(ck.weights))
-    from nblib.checkpoint import _sha256
+    from nblib.store.checkpoint import _sha256
 
     record["files"]["model.safetensors"] = {"sha256": _sha256(ck.weights), "bytes": ck.weights.stat().st_size}
     (ck.path / "COMPLETE.json").write_text(json.dumps(record))
@@ -357,14 +357,14 @@ def test_killed_checkpoint_write_then_restart_leaves_no_temporary_folder(tmp_pat
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(good_config(steps=400, every=2)))
     root = tmp_path / "runs"
-    p = subprocess.Popen([sys.executable, "-m", "nblib.train", str(cfg), "--run-root", str(root), "--no-progress"],
+    p = subprocess.Popen([sys.executable, "-m", "nblib.training.train", str(cfg), "--run-root", str(root), "--no-progress"],
                          env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and not list(root.glob("*/ckpt/.step_*.tmp-*")):
         time.sleep(0.002)  # kill while a checkpoint folder is being assembled
     p.kill()
     p.wait()
-    code, _, err = run_module("nblib.train", cfg, "--run-root", root, "--no-progress")
+    code, _, err = run_module("nblib.training.train", cfg, "--run-root", root, "--no-progress")
     assert code == 0, err
     assert list(root.glob("*/ckpt/.step_*")) == [] and list(root.glob("*/.*.tmp")) == []
 
@@ -381,18 +381,18 @@ def test_merge_cli_inputs_and_outputs(trained, tmp_path):
     bad["empty"].write_bytes(b"")
     bad["not safetensors"].write_text("hello, world")
     for name, path in bad.items():
-        code, _, err = run_module("nblib.merge", "--method", "lastM", "--m", "2", good[0], path,
+        code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", "--m", "2", good[0], path,
                                   "-o", tmp_path / "o.safetensors")
         assert_user_error(code, err, str(path))
-    code, _, err = run_module("nblib.merge", "--method", "lastM", *good, "-o", tmp_path)
+    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *good, "-o", tmp_path)
     assert_user_error(code, err, "is a folder")
-    code, _, err = run_module("nblib.merge", "--method", "lastM", *good, "-o", good[-1])
+    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *good, "-o", good[-1])
     assert_user_error(code, err, "is also an input")
     # checkpoint folders are inputs too; the output is byte-reproducible and gets the usual mode
     outs = []
     for i in range(2):
         out = tmp_path / f"m{i}.safetensors"
-        code, _, err = run_module("nblib.merge", "--method", "lastM", *[c.path for c in ckpts], "-o", out)
+        code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *[c.path for c in ckpts], "-o", out)
         assert code == 0, err
         outs.append(out)
     assert outs[0].read_bytes() == outs[1].read_bytes()
@@ -404,7 +404,7 @@ def test_merge_cli_inputs_and_outputs(trained, tmp_path):
     w = load_file(str(good[0]))
     w[next(iter(w))][0] = float("nan")
     save_file(w, str(tmp_path / "nan.safetensors"), metadata={"step": "1"})
-    code, _, err = run_module("nblib.merge", "--method", "lastM", "--m", "2", tmp_path / "nan.safetensors",
+    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", "--m", "2", tmp_path / "nan.safetensors",
                               good[-1], "-o", tmp_path / "x.safetensors")
     assert_user_error(code, err, "NaN or inf")
     assert not (tmp_path / "x.safetensors").exists()
@@ -422,19 +422,19 @@ def test_monitor_cli_errors(trained, tmp_path):
     mc = tmp_path / "model.json"
     mc.write_text(json.dumps(MODEL))
     common = ["--model-config", mc, "--tokens-per-step", 128, "--eval-every", 1]
-    code, _, err = run_module("nblib.monitor", folder, *common, "--budget", "huge", "--run-root", run.path.parent)
+    code, _, err = run_module("nblib.lccp.monitor", folder, *common, "--budget", "huge", "--run-root", run.path.parent)
     assert_user_error(code, err, "budget='huge'", "smoke, toy, full")
-    code, _, err = run_module("nblib.monitor", folder, *common, "--budget", "smoke", "--run-root", tmp_path / "empty")
+    code, _, err = run_module("nblib.lccp.monitor", folder, *common, "--budget", "smoke", "--run-root", tmp_path / "empty")
     assert_user_error(code, err, "no LongPPL reference for budget 'smoke'", "--train-reference")
     assert not (tmp_path / "empty").exists() or not list((tmp_path / "empty").glob("*/ckpt"))
     other = tmp_path / "other.json"
     other.write_text(json.dumps({**MODEL, "d_model": 24}))
-    code, _, err = run_module("nblib.monitor", folder, "--model-config", other, "--tokens-per-step", 128,
+    code, _, err = run_module("nblib.lccp.monitor", folder, "--model-config", other, "--tokens-per-step", 128,
                               "--eval-every", 1, "--budget", "smoke", "--train-reference", "--run-root", tmp_path / "s")
     assert_user_error(code, err, "not weights of the --model-config model")
     first = sorted(folder.iterdir())[0]
     first.write_bytes(first.read_bytes()[:-50])
-    code, _, err = run_module("nblib.monitor", folder, *common, "--budget", "smoke", "--run-root", tmp_path / "s")
+    code, _, err = run_module("nblib.lccp.monitor", folder, *common, "--budget", "smoke", "--run-root", tmp_path / "s")
     assert_user_error(code, err, str(first))
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nblib.atomic import atomic_path, atomic_write_json
-from nblib.checkpoint import (CorruptCheckpointError, list_checkpoints, load_training_state, load_weights,
-                              save_checkpoint, verify_checkpoint)
-from nblib.runstore import RunConfig, RunLock, RunLockedError
+from nblib.store.atomic import atomic_path, atomic_write_json
+from nblib.store.checkpoint import (CorruptCheckpointError, list_checkpoints, load_training_state, load_weights,
+                                    save_checkpoint, verify_checkpoint)
+from nblib.store.runstore import RunConfig, RunLock, RunLockedError
 
 
 def _cfg(**kw):
@@ -41,7 +41,7 @@ def test_atomic_write_survives_sigkill(tmp_path):
     p = tmp_path / "big.json"
     atomic_write_json(p, {"gen": -1, "data": []})
     code = textwrap.dedent(f"""
-        from nblib.atomic import atomic_write_json
+        from nblib.store.atomic import atomic_write_json
         i = 0
         while True:
             atomic_write_json({str(p)!r}, {{"gen": i, "data": list(range(200000))}})
@@ -112,7 +112,7 @@ def test_lock_contention(tmp_path):
     code = textwrap.dedent(f"""
         import time, sys
         from pathlib import Path
-        from nblib.runstore import RunLock
+        from nblib.store.runstore import RunLock
         l = RunLock(Path({str(lockfile)!r})); l.acquire()
         print("locked", flush=True); time.sleep(30)
     """)

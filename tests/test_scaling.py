@@ -1,4 +1,4 @@
-"""Tests for nblib.scaling against independent truth: formulas written out by hand here,
+"""Tests for nblib.lccp.scaling against independent truth: formulas written out by hand here,
 data generated from known parameters, closed forms, scipy's own Huber loss, and a second
 fitting method (variable projection)."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import least_squares
 
-from nblib import scaling as sc
+from nblib.lccp import scaling as sc
 from nblib.stats import lins_ccc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -418,7 +418,7 @@ def test_table_errors_name_the_problem(noisy):
 # ---------------------------------------------------------------------------- CLI
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nblib.scaling", "fit", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "nblib.lccp.scaling", "fit", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 

@@ -153,8 +153,8 @@ def test_position_loss_uniform_model_is_ln_v_everywhere():
 
 # ----------------------------------------------------------------------------- figures
 def test_only_the_toy_budget_writes_to_figures(monkeypatch):
-    from nblib.figures import figures_root
-    from nblib.provenance import REPO_ROOT
+    from nblib.book.figures import figures_root
+    from nblib.store.provenance import REPO_ROOT
 
     monkeypatch.delenv("NBLIB_FIGURES_DIR", raising=False)
     assert figures_root("toy") == REPO_ROOT / "figures"

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from nblib import grid
 from nblib.budgets import get_budget
-from nblib.checkpoint import load_weights
-from nblib.runner import get_or_run, get_or_run_many
-from nblib.runstore import RunConfig, RunStore
-from nblib.train import NonFiniteLossError
+from nblib.lccp import grid
+from nblib.store.checkpoint import load_weights
+from nblib.store.runstore import RunConfig, RunStore
+from nblib.training.runner import get_or_run, get_or_run_many
+from nblib.training.train import NonFiniteLossError
 
 MODEL = {"family": "llama", "vocab_size": 257, "d_model": 16, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1,
          "d_ff": 32, "max_seq_len": 64}
@@ -55,7 +55,7 @@ def test_resume_after_sigkill_is_bitwise_identical(tmp_path):
     c = cfg(600, every=50, keep_optimizer="last")
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(c.to_dict()))
-    cmd = [sys.executable, "-m", "nblib.train", str(path), "--no-progress"]
+    cmd = [sys.executable, "-m", "nblib.training.train", str(path), "--no-progress"]
     # uninterrupted
     subprocess.run(cmd + ["--run-root", str(tmp_path / "a")], check=True, env=ENV, capture_output=True)
     # killed with SIGKILL once it has written a checkpoint, then restarted
@@ -125,7 +125,7 @@ def test_corrupt_latest_checkpoint_is_skipped_and_result_unchanged(tmp_path):
 
 
 def test_nan_loss_stops_with_clear_error_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
-    import nblib.train as T
+    import nblib.training.train as T
 
     real_build = T.build_model_from_config
     calls = {"n": 0}
@@ -157,7 +157,7 @@ def _torchrun(tmp_path, c, root, strategy):
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(c.to_dict()))
     torchrun = Path(sys.executable).parent / "torchrun"
-    subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.train", str(path), "--run-root", str(root),
+    subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.training.train", str(path), "--run-root", str(root),
                     "--strategy", strategy, "--no-progress"], check=True, env=ENV, capture_output=True, timeout=300)
     return RunStore(root).run(c)
 
@@ -182,13 +182,13 @@ def test_two_process_run_matches_single_process(tmp_path, strategy):
 def test_cli_rejects_bad_config(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model": {}, "nonsense": 1}))
-    proc = subprocess.run([sys.executable, "-m", "nblib.train", str(bad)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "nblib.training.train", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2 and "nonsense" in proc.stderr
 
 
 def test_muon_is_torch_muon_up_to_the_newton_schulz_dtype(monkeypatch):
-    """nblib.optim.Muon = torch.optim.Muon when both orthogonalise in bf16 (torch's choice)."""
-    import nblib.optim as O
+    """nblib.training.optim.Muon = torch.optim.Muon when both orthogonalise in bf16 (torch's choice)."""
+    import nblib.training.optim as O
 
     real = O.newton_schulz
     monkeypatch.setattr(O, "newton_schulz", lambda G, c, s, e, dtype=None: real(G, c, s, e, dtype=torch.bfloat16))
@@ -210,7 +210,7 @@ def test_muon_is_torch_muon_up_to_the_newton_schulz_dtype(monkeypatch):
 def test_muon_row_blocks_equal_separate_matrices():
     """A (3d, d) parameter marked muon_row_blocks = 3 (GPT-2's fused c_attn) gets exactly the
     updates of three separate (d, d) parameters: W_q, W_k and W_v orthogonalised alone."""
-    from nblib.optim import Muon
+    from nblib.training.optim import Muon
 
     g = torch.Generator().manual_seed(0)
     fused = torch.nn.Parameter(torch.randn(24, 8, generator=g))
@@ -235,7 +235,7 @@ def test_muon_row_blocks_equal_separate_matrices():
 
 
 def test_fp32_newton_schulz_matches_a_float64_iteration():
-    from nblib.optim import newton_schulz
+    from nblib.training.optim import newton_schulz
 
     G = torch.randn(40, 24, generator=torch.Generator().manual_seed(1))
     coeffs = (3.4445, -4.775, 2.0315)

@@ -13,8 +13,8 @@ import nbformat
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # repo root, for nblib.atomic
-from nblib.atomic import atomic_write_text  # noqa: E402
+sys.path.insert(0, str(HERE.parents[1]))  # repo root, for nblib.store.atomic
+from nblib.store.atomic import atomic_write_text  # noqa: E402
 
 md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
 

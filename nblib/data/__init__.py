@@ -6,6 +6,8 @@
     x, y, doc_ids = PackedStream(train, 256, seed=0).batch(step, batch_size)
     x, y, doc_ids = LongMixtureStream(train, 2048, 0, LengthMixture.lccp_32k()).batch(step, batch_size)
     test = build_test_set(corpus, tok, target_len=2048, n_docs=50)
+
+May import nblib.store (atomic writes, the repository root) and nblib.cli; nothing that trains.
 """
 
 import numpy as np
@@ -50,6 +52,15 @@ def get_corpus(spec: str) -> Corpus:
     return _CORPORA[spec]
 
 
+def corpus_identity(spec: str) -> str:
+    """Content hash of a corpus: part of every run's identity, so results name their data."""
+    try:
+        return get_corpus(spec).identity
+    except (FileNotFoundError, ValueError) as e:
+        raise ValueError(f"cannot load corpus {spec!r} ({e}); the full budget trains on your own LCCP corpus "
+                         f"(README, 'GPU install and the full budget')") from e
+
+
 def get_tokenizer(spec: str):
     """load_tokenizer(spec), cached per process."""
     if spec not in _TOKENIZERS:
@@ -75,7 +86,7 @@ def natural_mixture(tokens, seq_len: int, like: LengthMixture) -> LengthMixture:
 
 
 def make_stream(data: dict, seed: int):
-    """The training stream a run config's `data` section describes (nblib.runstore.RunConfig).
+    """The training stream a run config's `data` section describes (nblib.store.runstore.RunConfig).
 
     data: {"corpus": spec, "tokenizer": spec, "split": "train", "stream": "packed" | "long_mixture" | "doc_starts",
            "seq_len": T, "mixture": "lccp_32k" | "extension_128k" | "natural" | "natural_128k"

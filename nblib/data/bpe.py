@@ -20,10 +20,10 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from nblib.atomic import atomic_write_text
 from nblib.cli import run_cli
 from nblib.data.corpus import Corpus, load_corpus, split_documents
-from nblib.provenance import REPO_ROOT
+from nblib.store.atomic import atomic_write_text
+from nblib.store.provenance import REPO_ROOT
 
 TOKENIZER_DIR = REPO_ROOT / "data" / "tokenizers"
 EOS_TOKEN = "<|endoftext|>"

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from nblib.atomic import atomic_write_text
-from nblib.provenance import REPO_ROOT
+from nblib.store.atomic import atomic_write_text
+from nblib.store.provenance import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

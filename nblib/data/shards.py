@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from nblib.atomic import atomic_write_json
 from nblib.data.corpus import Corpus, split_documents
-from nblib.provenance import REPO_ROOT
+from nblib.store.atomic import atomic_write_json
+from nblib.store.provenance import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

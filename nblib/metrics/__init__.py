@@ -5,7 +5,10 @@
     print(format_testset_stats(testset_stats(ann, texts, tok, max_len)))   # Table 2
 
 Models: an nblib decoder + nblib tokenizer, a transformers causal LM + fast tokenizer, or a
-local Hugging Face folder path (scoring.py, hf.py).
+local Hugging Face folder path (scoring.py, hf.py). Also: copy and NLL probes (copy.py,
+probes.py) and attention maps, retrieval heads and head measures (attention_maps.py).
+
+May import nblib.budgets, nblib.data, nblib.models and nblib.store; nothing that trains.
 """
 
 from .longppl import (Annotation, annotate, chunk_windows, evaluate, format_testset_stats, hash_texts,

@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nblib.atomic import atomic_path, atomic_write_json
 from nblib.budgets import LongPPLSpec
+from nblib.store.atomic import atomic_path, atomic_write_json
 
 from .scoring import as_encoder, as_scorer
 

@@ -4,7 +4,7 @@
     cfg_dict = config_to_dict(model.config)   # JSON-ready; build_model(family, cfg_dict) rebuilds it
 
 Families: "llama" (the paper's model, the LCCP paper §3.1), "gpt2" (the Gemma blog's Model A),
-"gemma3" (the Gemma blog's Model B).
+"gemma3" (the Gemma blog's Model B). Imports no other nblib package: every layer above builds on it.
 """
 
 import copy

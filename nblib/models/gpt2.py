@@ -25,7 +25,7 @@ class Attention(nn.Module):
         super().__init__()
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
         self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.c_attn.weight.muon_row_blocks = 3  # W_q, W_k, W_v stacked: Muon treats each alone (nblib.optim)
+        self.c_attn.weight.muon_row_blocks = 3  # W_q, W_k, W_v stacked: Muon treats each alone (nblib.training.optim)
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)
 
     def forward(self, x, seg=None, cache=None, layer=0):

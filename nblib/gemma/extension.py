@@ -1,0 +1,212 @@
+"""Extending Model B's context s-fold with YaRN (Gemma blog, "Extending Model B's context").
+
+    ft = finetune_run(store, budget, runs["B"])          # trains what the store lacks
+    models = extension_models(runs["B"], ft)            # plain RoPE, zero-shot YaRN, fine-tuned
+    docs = long_test_docs(budget)                       # held-out pages of >= s*L tokens
+    nll = page_nll(models["zero-shot YaRN"], docs)      # (n_docs, s*L) per-token loss, one pass
+
+- YaRN itself is `nblib.models.layers.yarn_inv_freq` (Peng et al., 2023), applied to every
+  layer as the blog does, with the attention temperature 0.1 ln s + 1 folded into cos/sin.
+- The fine-tune continues Model B's run from its final checkpoint with the optimizer state
+  restored ("weights+optimizer"), at the LR its schedule ended on, no new warmup, on
+  documents of at least s*L tokens read from their start (`DocStartStream`), keeping the
+  tokens per step, with a snapshot every k steps.
+- Beyond the blog: `whole_vs_window` scores the last tokens of each page with the whole
+  page before them and with only the last L tokens; `passkey_*` hides a number at a depth
+  of the page and asks for it back (the YaRN paper's passkey retrieval).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from nblib.budgets import Budget
+from nblib.data import corpus_identity, get_corpus, get_tokenizer
+from nblib.gemma.pair import eval_windows
+from nblib.metrics.probes import token_nll
+from nblib.models import build_model
+from nblib.stats import paired_bootstrap
+from nblib.store.runstore import Run, RunConfig, RunStore
+from nblib.training.runner import get_or_run
+
+MODELS = ("plain RoPE", "zero-shot YaRN", "YaRN fine-tuned")
+
+
+def yarn_scaling(budget: Budget) -> dict:
+    """The rope_scaling of Model B extended s-fold from its training context L."""
+    p = budget.pair
+    return {"type": "yarn", "factor": float(p.yarn_factor), "original_max_seq_len": p.seq_len}
+
+
+def finetune_config(budget: Budget, parent: Run) -> RunConfig:
+    """The YaRN fine-tune of Model B (Gemma blog, "Fine-tuning setup"): the parent's final
+    weights and optimizer state, the LR its schedule ended on, no warmup, documents of at
+    least s*L tokens one per sequence, the same tokens per step, snapshots every k steps."""
+    p, pc = budget.pair, parent.config
+    T = p.seq_len * p.yarn_factor
+    per_step = pc.tokens_per_step
+    if per_step % T:
+        raise ValueError(f"tokens per step {per_step} is not a multiple of the extended length {T}")
+    batch = per_step // T
+    end_lr = pc.schedule["lr"] * pc.schedule.get("final_lr_frac", 0.1)
+    data = {"corpus": p.corpus, "corpus_id": corpus_identity(p.corpus), "tokenizer": p.tokenizer, "split": "train",
+            "stream": "doc_starts", "seq_len": T}
+    return RunConfig(model={**pc.model, "rope_scaling": yarn_scaling(budget), "max_seq_len": T}, data=data,
+                     schedule={"kind": "constant", "lr": end_lr, "warmup_steps": 0},
+                     n_tokens=p.finetune_steps * per_step, batch_size=batch, seed=pc.seed, budget=budget.name,
+                     optimizer=dict(pc.optimizer),
+                     init={"run": parent.hash, "step": pc.total_steps, "mode": "weights+optimizer"},
+                     label=f"Model B, YaRN x{p.yarn_factor} fine-tune", meta={"pair": "B", "stage": "yarn"},
+                     ckpt_every_tokens=p.finetune_snapshot_every * per_step, keep_optimizer="last", log_every=2)
+
+
+def finetune_run(store: RunStore, budget: Budget, parent: Run) -> Run:
+    """The YaRN fine-tune of `parent` (Model B), trained now where the store lacks it."""
+    return get_or_run(store, finetune_config(budget, parent))
+
+
+def with_yarn(model, scaling: dict):
+    """A copy of a Gemma3 model with YaRN RoPE (`scaling`) and the same weights: zero-shot YaRN."""
+    cfg = {k: getattr(model.config, k) for k in model.config.__dataclass_fields__}
+    out = build_model("gemma3", {**cfg, "rope_scaling": scaling})
+    out.load_state_dict(model.state_dict())
+    return out.eval()
+
+
+def extension_models(parent: Run, finetuned: Run, step: int | str = "final") -> dict:
+    """{"plain RoPE": Model B, "zero-shot YaRN": B with YaRN, "YaRN fine-tuned": the fine-tune at `step`}."""
+    b = parent.load_model()
+    return {"plain RoPE": b, "zero-shot YaRN": with_yarn(b, finetuned.config.model["rope_scaling"]),
+            "YaRN fine-tuned": finetuned.load_model(step)}
+
+
+def long_test_docs(budget: Budget) -> torch.Tensor:
+    """(n, s*L + 1) held-out pages of at least s*L + 1 tokens, each from its start (the blog:
+    "each read from its start in one pass")."""
+    p = budget.pair
+    return eval_windows(budget, length=p.seq_len * p.yarn_factor, n=p.n_long_docs)
+
+
+@torch.no_grad()
+def page_nll(model, docs: torch.Tensor, batch: int = 8) -> np.ndarray:
+    """(n, T) next-token loss of every page in one causal pass: entry t is the loss of token
+    t + 1 given tokens 0..t, so one pass at s*L answers every shorter length too."""
+    return np.concatenate([token_nll(model, docs[i:i + batch]).numpy() for i in range(0, len(docs), batch)])
+
+
+def page_nll_cached(run: Run, step, model, docs: torch.Tensor, key: str) -> np.ndarray:
+    """`page_nll`, cached in `run`'s folder for checkpoint `step` (re-computed if it changes)."""
+    v = run.memo(f"page_nll_{key}_{docs.shape[0]}x{docs.shape[1]}_step{step}",
+                 lambda: {"nll": page_nll(model, docs).tolist()}, steps=[step])
+    return np.asarray(v["nll"])
+
+
+def ppl_by_length(nll: dict, lengths) -> pd.DataFrame:
+    """Perplexity of the first L' tokens of the pages, exp(mean loss over them), for every
+    model {name: (n, T) losses} and L' in `lengths` (longer than a model's T: NaN)."""
+    rows = {name: {L: float(np.exp(v[:, :L].mean())) if L <= v.shape[1] else np.nan for L in lengths}
+            for name, v in nll.items()}
+    return pd.DataFrame(rows).rename_axis("first L' tokens")
+
+
+def loss_by_position(nll: dict, edges) -> pd.DataFrame:
+    """Mean loss in position buckets [a, b) of `edges` for every model (NaN past its length)."""
+    cols = {}
+    for name, v in nll.items():
+        cols[name] = {f"{a}-{b}": float(v[:, a:b].mean()) if b <= v.shape[1] else np.nan
+                      for a, b in zip(edges[:-1], edges[1:])}
+    return pd.DataFrame(cols).rename_axis("positions")
+
+
+@torch.no_grad()
+def whole_vs_window(model, docs: torch.Tensor, window: int, last: int, batch: int = 64) -> pd.DataFrame:
+    """Beyond the blog, check (a): the last `last` tokens of each page scored twice, with the
+    whole page before them and with only the `window` tokens just before each. Rows: one
+    per page, columns whole, window, gain = window - whole (nats/token; > 0: the model uses
+    context more than `window` tokens back)."""
+    n, T1 = docs.shape
+    T = T1 - 1
+    if not (1 <= last <= T - window):
+        raise ValueError(f"last={last} with window={window} on pages of {T} tokens; allowed: 1..{T - window}")
+    whole = page_nll(model, docs)[:, T - last:]  # losses of tokens T-last+1 .. T
+    targets = np.arange(T - last + 1, T + 1)  # token index predicted
+    short = np.zeros((n, last))
+    for i in range(n):
+        ctx = torch.stack([docs[i, t - window:t + 1] for t in targets])  # window tokens, then the target
+        for j in range(0, last, batch):
+            short[i, j:j + batch] = token_nll(model, ctx[j:j + batch])[:, -1].numpy()
+    return pd.DataFrame({"whole": whole.mean(1), "window": short.mean(1), "gain": short.mean(1) - whole.mean(1)})
+
+
+# ---------------------------------------------------------------------------------------
+# Passkey retrieval (YaRN paper; Mohtashami & Jaggi, 2023), in the corpus's own language
+# ---------------------------------------------------------------------------------------
+def passkey_prompts(budget: Budget, length: int, depths, n_per_depth: int, seed: int = 0) -> list[dict]:
+    """Prompts of exactly `length` tokens: held-out text as the haystack, a line
+    `PASSKEY = "<5 digits>"` inserted at a relative depth, and the question
+    `assert PASSKEY == "` at the end, which the model must complete with the digits. The
+    haystack is the corpus's own kind of text (Python at toy), so only the needle is new.
+    Each dict: ids (length,), answer (str), depth (float), needle_pos (token index)."""
+    p = budget.pair
+    tok = get_tokenizer(p.tokenizer)
+    texts = [d.text for d in get_corpus(p.corpus).split("eval")]
+    rng = np.random.default_rng([seed, length])
+    query = tok.encode('\nassert PASSKEY == "').tolist()
+    out = []
+    for depth in depths:
+        for k in range(n_per_depth):
+            key = f"{rng.integers(10000, 100000)}"
+            needle = tok.encode(f'\nPASSKEY = "{key}"  # remember this\n').tolist()
+            hay_len = length - len(needle) - len(query)
+            hay = []
+            for t in rng.permutation(len(texts)):  # concatenate held-out files until long enough
+                hay += tok.encode(texts[t]).tolist() + [tok.eos_id]
+                if len(hay) >= hay_len:
+                    break
+            hay = hay[:hay_len]
+            at = int(round(depth * hay_len))
+            ids = hay[:at] + needle + hay[at:] + query
+            out.append({"ids": np.asarray(ids, dtype=np.int64), "answer": key, "depth": float(depth),
+                        "needle_pos": at})
+    return out
+
+
+@torch.no_grad()
+def passkey_accuracy(model, prompts: list[dict], tokenizer, batch: int = 8) -> pd.DataFrame:
+    """Greedy-decode enough tokens for the 5 digits after each prompt (through the KV cache)
+    and score exact retrieval: the continuation starts with the passkey. Rows per prompt:
+    depth, needle_pos, correct."""
+    rows = []
+    n_new = max(len(tokenizer.encode(p["answer"])) for p in prompts) + 2
+    for i in range(0, len(prompts), batch):
+        chunk = prompts[i:i + batch]
+        idx = torch.from_numpy(np.stack([p["ids"] for p in chunk]))
+        out = model.generate(idx, n_new, temperature=0.0)[:, idx.size(1):]
+        for p, o in zip(chunk, out):
+            rows.append({"depth": p["depth"], "needle_pos": p["needle_pos"],
+                         "correct": tokenizer.decode(o).startswith(p["answer"])})
+    return pd.DataFrame(rows)
+
+
+COMPARISONS = (  # (text, model a, model b, first L' tokens as a multiple of L) for ppl(a) - ppl(b)
+    ("plain RoPE - zero-shot YaRN, whole page", "plain RoPE", "zero-shot YaRN", "sL"),
+    ("zero-shot YaRN - fine-tuned, whole page", "zero-shot YaRN", "YaRN fine-tuned", "sL"),
+    ("zero-shot YaRN - plain RoPE, first L (the short-context cost)", "zero-shot YaRN", "plain RoPE", "L"),
+    ("fine-tuned - plain RoPE, first L", "YaRN fine-tuned", "plain RoPE", "L"),
+)
+
+
+def extension_intervals(nll: dict, L: int, n_boot: int = 2000) -> pd.DataFrame:
+    """The perplexity differences the chapter states, each with a paired bootstrap 95%
+    interval over pages (the blog's intervals: 14.6 [14.1, 15.1] and 2.2 [2.1, 2.3])."""
+    sL = min(v.shape[1] for v in nll.values())
+    rows = []
+    for text, a, b, upto in COMPARISONS:
+        n = sL if upto == "sL" else L
+        r = paired_bootstrap(nll[a][:, :n].mean(1), nll[b][:, :n].mean(1), n_boot=n_boot, transform=np.exp)
+        rows.append({"difference": text, "tokens": n, "ppl a": float(np.exp(nll[a][:, :n].mean())),
+                     "ppl b": float(np.exp(nll[b][:, :n].mean())), "a - b": r["diff"], "95% lo": r["lo"],
+                     "95% hi": r["hi"]})
+    return pd.DataFrame(rows)

@@ -1,0 +1,160 @@
+"""LongPPL and ShortPPL of runs and of merged checkpoints (LCCP paper §3.1, §4.1, App. A.1, B).
+
+The pieces, in order: the reference model (trained here at toy and smoke, a local Hugging
+Face model at `full`), the test set, the key-token annotation, and an `Evaluator` that
+scores raw or merged checkpoints on that annotation. Every evaluation is cached next to the
+run it evaluates (`<run>/evals/*.json`), keyed by the annotation it used, so a chapter
+re-executed over a finished store evaluates nothing. `evaluate_many` spreads evaluations
+over worker processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from nblib.budgets import Budget, get_budget
+from nblib.data import build_test_set, get_corpus, get_tokenizer
+from nblib.lccp import grid
+from nblib.lccp.merge import merge
+from nblib.metrics import as_scorer, evaluate, load_or_annotate
+from nblib.metrics.copy import CopyAugmentedScorer, calibrate
+from nblib.store.atomic import atomic_write_json
+from nblib.store.runstore import Run, RunStore
+from nblib.training.runner import default_workers, get_or_run
+from nblib.training.train import stream_for
+
+
+# ---------------------------------------------------------------------------------------
+# reference model, test set, annotation (§3.1, App. A.1)
+# ---------------------------------------------------------------------------------------
+def reference_model(budget: Budget, store: RunStore):
+    """(model, tokenizer) of the LongPPL reference: trained here at toy/smoke budgets,
+    a local Hugging Face model at `full` (the paper uses Llama-3.1-8B)."""
+    ref = budget.reference
+    if ref["kind"] == "hf":
+        path = Path(ref["path"])
+        if not path.exists():
+            raise FileNotFoundError(f"reference model {path} not found: the full budget needs a local Hugging Face "
+                                    f"causal LM (the paper uses Llama-3.1-8B); set budget.reference['path']")
+        return str(path), None
+    run = get_or_run(store, grid.reference_config(budget), progress=True)
+    return run.load_model(), get_tokenizer(budget.tokenizer)
+
+
+def test_set(budget: Budget):
+    """The LongPPL test set of a budget: eval-split documents of >= the long context, truncated."""
+    spec = budget.longppl
+    return build_test_set(get_corpus(budget.corpus), get_tokenizer(budget.tokenizer), target_len=spec.min_doc_len,
+                          n_docs=spec.n_docs, max_len=spec.max_doc_len)
+
+
+def reference_scorer(budget: Budget, store: RunStore):
+    """The reference as a scorer; at toy budgets mixed with a calibrated cache model
+    (nblib.metrics.copy explains why), the calibration cached in the store."""
+    model, tok = reference_model(budget, store)
+    scorer = as_scorer(model, tok)
+    copy = budget.reference.get("copy")
+    if not copy:
+        return scorer
+    path = store.root / "annotations" / f"{budget.name}-copy-precision-{reference_key(budget)}.json"
+    if path.exists():
+        precision = json.loads(path.read_text())
+    else:
+        x, y, _ = stream_for(grid.data_config(budget, "long"), 2**31 - 1).batch(0, copy["calibration_sequences"])
+        seqs = torch.cat([x, y[:, -1:]], 1).numpy()
+        precision = calibrate(seqs, copy["min_match"], copy["max_match"])
+        atomic_write_json(path, precision)
+    return CopyAugmentedScorer(scorer, {int(k): v for k, v in precision.items()}, copy["min_match"],
+                               copy["max_match"])
+
+
+def reference_key(budget: Budget) -> str:
+    """Short hash naming the reference (its run config, or its path) and its cache model."""
+    ref = budget.reference
+    ident = grid.reference_config(budget).hash if ref["kind"] == "nblib" else str(ref["path"])
+    return hashlib.sha256(json.dumps([ident, ref.get("copy")], sort_keys=True).encode()).hexdigest()[:10]
+
+
+def annotation_path(budget: Budget, store: RunStore) -> Path:
+    """One annotation per (budget test set, reference): a new reference annotates anew."""
+    return store.root / "annotations" / f"{budget.name}-longppl-{reference_key(budget)}.json"
+
+
+@dataclass
+class Evaluator:
+    """LongPPL/ShortPPL of runs and merged checkpoints on one annotated test set."""
+
+    budget: Budget
+    store: RunStore
+    texts: list
+    annotation: object
+    key: str  # short hash naming the annotation in eval cache keys
+
+    @classmethod
+    def build(cls, budget: Budget, store: RunStore) -> "Evaluator":
+        """Train (or load) the reference, build the test set and annotate it (all cached)."""
+        ts = test_set(budget)
+        ann = load_or_annotate(annotation_path(budget, store), reference_scorer(budget, store), None, ts.texts,
+                               budget.longppl)
+        key = hashlib.sha256(json.dumps([ann.texts_hash, ann.reference_id]).encode()).hexdigest()[:10]
+        return cls(budget, store, list(ts.texts), ann, key)
+
+    @property
+    def tokenizer(self):
+        return get_tokenizer(self.budget.tokenizer)
+
+    def _evaluate(self, model) -> dict:
+        return evaluate(model, self.tokenizer, self.texts, self.annotation, max_len=self.budget.long_seq_len)
+
+    def run(self, run: Run, step: int | str = "final") -> dict:
+        """LongPPL/ShortPPL of one raw checkpoint (Constant-Raw, Linear-Decay endpoints)."""
+        s = run.config.total_steps if step == "final" else int(step)
+        return run.memo(f"ppl-{self.key}-raw-{s}", lambda: self._evaluate(run.load_model(s)), steps=[s])
+
+    def merged(self, run: Run, steps: list[int], method: str = "lastM", **kw) -> dict:
+        """LongPPL/ShortPPL of checkpoints `steps` of `run` merged with an App. B method."""
+        steps = [int(s) for s in steps]
+        tag = hashlib.sha256(json.dumps([method, sorted(kw.items()), steps]).encode()).hexdigest()[:12]
+
+        def compute():
+            paths = [run.checkpoint(s).weights for s in steps]
+            state = merge(method, paths, iterations=steps, **kw)
+            return self._evaluate(run.load_model(state_dict=state))
+
+        return run.memo(f"ppl-{self.key}-{method}-{tag}", compute, steps=steps)
+
+
+# ---------------------------------------------------------------------------------------
+# parallel evaluation: jobs run in worker processes and land in the run folders' caches
+# ---------------------------------------------------------------------------------------
+_WORKER_EVAL: dict = {}
+
+
+def _eval_job(root: str, budget: str, job: tuple):
+    torch.set_num_threads(1)
+    key = (root, budget)
+    if key not in _WORKER_EVAL:
+        _WORKER_EVAL[key] = Evaluator.build(get_budget(budget), RunStore(root))
+    ev = _WORKER_EVAL[key]
+    run_hash, kind, steps, method, kw = job
+    run = ev.store.by_hash(run_hash)
+    return ev.run(run, steps) if kind == "raw" else ev.merged(run, steps, method, **kw)
+
+
+def evaluate_many(ev: Evaluator, jobs: list[tuple], workers: int | None = None, desc: str = "evals") -> list[dict]:
+    """Evaluate jobs (run_hash, "raw"|"merged", step or steps, method, kwargs) in parallel."""
+    workers = workers or default_workers()
+    if workers == 1 or len(jobs) < 8:
+        return [_eval_job(str(ev.store.root), ev.budget.name, j) for j in tqdm(jobs, desc=desc)]
+    _WORKER_EVAL[(str(ev.store.root), ev.budget.name)] = ev
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        futs = [pool.submit(_eval_job, str(ev.store.root), ev.budget.name, j) for j in jobs]
+        return [f.result() for f in tqdm(futs, desc=desc)]

@@ -1,0 +1,288 @@
+"""The LCCP experiments of the scaling-law paper (LCCP paper) as tables: one function per
+table or figure the chapters show, over an `Evaluator` (nblib.lccp.evaluation) and its run store.
+
+Each function trains what the store lacks (parents first, in parallel, through
+nblib.training.runner) and evaluates what the runs' caches lack, so a chapter re-executed over a
+finished store trains and evaluates nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from nblib.budgets import SCALES, Budget
+from nblib.data import LengthMixture
+from nblib.lccp import grid
+from nblib.lccp.evaluation import Evaluator, evaluate_many
+from nblib.stats import lins_ccc
+from nblib.store.runstore import Run
+from nblib.training.runner import get_or_run_many
+from nblib.training.train import stream_for
+
+
+def _row(budget: Budget, scale: str, short_run: Run, long_run: Run, ds_mult, dl_mult, tokens_dl, res, **extra):
+    return {"scale": scale, "N": budget.n_params(scale), "Ds": short_run.config.realized_tokens, "Dl": tokens_dl,
+            "ds_mult": ds_mult, "dl_mult": dl_mult, "longppl": res["long_ppl"], "shortppl": res["short_ppl"],
+            "run": long_run.hash, **extra}
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 3: the Linear-Decay grid (§3.1)
+# ---------------------------------------------------------------------------------------
+def linear_decay_table(ev: Evaluator, scales=SCALES, workers=None) -> pd.DataFrame:
+    """One row per Linear-Decay configuration (§3.1): N, realized Ds and Dl, LongPPL, ShortPPL.
+
+    Trains whatever the store lacks (parents first, in parallel), then evaluates.
+    """
+    b, store = ev.budget, ev.store
+    get_or_run_many(store, grid.linear_decay_grid(b, scales), workers=workers, desc="Linear-Decay grid")
+    keys = []
+    for scale in scales:
+        pairs = b.s5_configs if scale == "S5" else [(ds, dl) for ds in b.ds_multiples for dl in b.dl_multiples]
+        short = grid.short_stage(b, scale)
+        for ds, dl in pairs:
+            keys.append((scale, ds, dl, store.run(short.wsd[ds]), store.run(grid.lccp_linear_decay(b, scale, ds, dl))))
+    results = evaluate_many(ev, [(r.hash, "raw", "final", None, {}) for *_, r in keys], workers, "LongPPL (LD)")
+    rows = [_row(b, s, sr, lr, ds, dl, lr.config.realized_tokens, res) for (s, ds, dl, sr, lr), res in zip(keys, results)]
+    return pd.DataFrame(rows)
+
+
+def context_use_models(b: Budget, store) -> dict:
+    """The models chapter 3 probes for context use: at each scale the Linear-Decay run with
+    the largest Ds and Dl (at S5 the configuration with the largest Dl), and the toy
+    LongPPL reference's neural part. {label: model in eval mode}."""
+    models = {}
+    for scale in SCALES:
+        ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
+        if scale == "S5":
+            ds, dl = max(b.s5_configs, key=lambda c: (c[1], c[0]))
+        models[f"{scale} (Ds={ds}N, Dl={dl}N)"] = store.run(grid.lccp_linear_decay(b, scale, ds, dl)).load_model()
+    if b.reference["kind"] == "nblib":
+        models["LongPPL reference (neural part)"] = store.run(grid.reference_config(b)).load_model()
+    return models
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 4: Constant trajectories (§4.1-4.2, Table 7)
+# ---------------------------------------------------------------------------------------
+def constant_configs(b: Budget, scales=("S1", "S2", "S3", "S4"), trajectory_scale: str | None = "S5"):
+    """Constant-LR trajectories (§4.1-4.2, Table 7): every Ds x seed at S1-S4 to the largest Dl,
+    and one long trajectory at `trajectory_scale` from the largest Ds."""
+    cfgs = []
+    for scale in scales:
+        for ds in b.ds_multiples:
+            for seed in range(b.n_constant_seeds):
+                cfgs.append(grid.lccp_constant(b, scale, ds, b.dl_multiples[-1], seed))
+    if trajectory_scale:
+        cfgs.append(trajectory_config(b, trajectory_scale))
+    return cfgs
+
+
+def trajectory_config(b: Budget, scale: str):
+    """The long Constant trajectory (§4.2: S5, Ds = 450N, to Dl = 120N, checkpoints every 1N)."""
+    return grid.lccp_constant(b, scale, b.ds_multiples[-1], b.s5_trajectory, 0, ckpt_every=b.s5_ckpt_every)
+
+
+def trajectory_run(ev: Evaluator, scale: str, workers=None) -> Run:
+    """The long Constant trajectory at `scale`, trained (or extended) if the store lacks it,
+    with its short-stage ancestors (the stable trunk and the WSD run it starts from) trained
+    first where missing, so a chapter can ask for it on an empty store."""
+    short = grid.short_stage(ev.budget, scale)
+    cfgs = [short.trunk, short.wsd[ev.budget.ds_multiples[-1]], trajectory_config(ev.budget, scale)]
+    return get_or_run_many(ev.store, cfgs, workers=workers, desc=f"{scale} trajectory")[-1]
+
+
+def step_at(run: Run, dl_mult: float) -> int:
+    """The checkpoint step at Dl = dl_mult * N on a Constant trajectory (grid.checkpoint_step)."""
+    return grid.checkpoint_step(run.config, dl_mult)
+
+
+def last4_steps(run: Run, dl_mult: float, spacing_mult: float, m: int = 4) -> list[int]:
+    """Checkpoint steps {T-3s, T-2s, T-s, T} of Last4 with spacing s (App. B.1)."""
+    return [step_at(run, dl_mult - k * spacing_mult) for k in range(m - 1, -1, -1)]
+
+
+def constant_table(ev: Evaluator, scales=("S1", "S2", "S3", "S4"), workers=None) -> pd.DataFrame:
+    """Constant-Raw and Constant-Last4 LongPPL/ShortPPL at every Dl grid point (Fig. 4b, 5)."""
+    b, store = ev.budget, ev.store
+    cfgs = constant_configs(b, scales, None)
+    get_or_run_many(store, cfgs, workers=workers, desc="Constant trajectories")
+    jobs, meta = [], []
+    for cfg in cfgs:
+        run = store.run(cfg)
+        scale, ds = cfg.meta["scale"], cfg.meta["ds_mult"]
+        short = store.run(grid.short_stage(b, scale).wsd[ds])
+        for dl in b.dl_multiples:
+            jobs.append((run.hash, "raw", step_at(run, dl), None, {}))
+            jobs.append((run.hash, "merged", last4_steps(run, dl, b.constant_ckpt_every), "lastM", {"m": 4}))
+            meta.append((scale, ds, dl, cfg.seed, short, run))
+    res = evaluate_many(ev, jobs, workers, "LongPPL (Constant)")
+    rows = []
+    for i, (scale, ds, dl, seed, short, run) in enumerate(meta):
+        tokens = step_at(run, dl) * run.config.tokens_per_step
+        for rule, r in (("raw", res[2 * i]), ("last4", res[2 * i + 1])):
+            rows.append(_row(b, scale, short, run, ds, dl, tokens, r, seed=seed, rule=rule))
+    return pd.DataFrame(rows)
+
+
+def seed_mean(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean LongPPL/ShortPPL over the independent runs of each configuration (§4.2)."""
+    keys = ["scale", "N", "Ds", "Dl", "ds_mult", "dl_mult", "rule"]
+    return df.groupby(keys, as_index=False)[["longppl", "shortppl"]].mean()
+
+
+def protocols_at_scale(const: pd.DataFrame, ld: pd.DataFrame, scale: str = "S4") -> pd.DataFrame:
+    """Fig. 4b's data: seed-mean Constant-Raw and Constant-Last4 at every (Ds, Dl) of `scale`,
+    with the budget-matched Linear-Decay LongPPL/ShortPPL in columns *_ld."""
+    cm = seed_mean(const)
+    return cm[cm.scale == scale].merge(ld[ld.scale == scale][["ds_mult", "dl_mult", "longppl", "shortppl"]],
+                                       on=["ds_mult", "dl_mult"], suffixes=("", "_ld"))
+
+
+def protocol_agreement(paired: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 4b: Lin's CCC (App. B) of Constant-Raw and Constant-Last4 against Linear-Decay,
+    and their mean gap, for ShortPPL and LongPPL (input: `protocols_at_scale`)."""
+    rows = []
+    for metric in ("shortppl", "longppl"):
+        for rule in ("raw", "last4"):
+            g = paired[paired.rule == rule]
+            rows.append({"metric": metric, "rule": rule, "CCC": lins_ccc(g[f"{metric}_ld"], g[metric]),
+                         "mean gap to LD": (g[metric] - g[f"{metric}_ld"]).mean()})
+    return pd.DataFrame(rows)
+
+
+def last4_vs_raw(const: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per trajectory point (scale, Ds, Dl, seed): whether Last4 <= Raw in LongPPL, and the
+    relative gain (Raw - Last4) / Raw averaged by scale (rows) and Dl/N (columns)."""
+    paired = const.pivot_table(index=["scale", "ds_mult", "dl_mult", "seed"], columns="rule", values="longppl")
+    wins = (paired["last4"] <= paired["raw"]).rename("last4_le_raw").reset_index()
+    gain = (paired["raw"] - paired["last4"]) / paired["raw"]
+    return wins, gain.groupby(level=["scale", "dl_mult"]).mean().unstack()
+
+
+def constant_last4_fit_table(ev: Evaluator, const: pd.DataFrame, traj: Run, scale: str,
+                             fit_scales) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 5's data: seed-mean Constant-Last4 rows of `fit_scales` plus every Last4
+    evaluation point of the long trajectory (every s5_eval_every N, checkpoints
+    s5_ckpt_every N apart). Returns (the joint table, the trajectory's Raw and Last4 points)."""
+    b = ev.budget
+    cm = seed_mean(const)
+    cl4 = cm[cm.rule == "last4"]
+    n_points = int(round(b.s5_trajectory / b.s5_eval_every))
+    dl_points = [round(b.s5_eval_every * k, 6) for k in range(1, n_points + 1)]
+    tp = trajectory_points(ev, traj, dl_points, b.s5_ckpt_every)
+    ds = ev.store.run(grid.short_stage(b, scale).wsd[b.ds_multiples[-1]]).config.realized_tokens
+    tl4 = tp[tp.rule == "last4"].assign(scale=scale, N=b.n_params(scale), Ds=ds)
+    return pd.concat([cl4[cl4.scale.isin(fit_scales)], tl4], ignore_index=True), tp
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 2: setup tables (Table 1, Tables 5-7, Table 9)
+# ---------------------------------------------------------------------------------------
+def model_table(b: Budget) -> pd.DataFrame:
+    """Table 1 at a budget: architecture, non-embedding N, and the paper's N."""
+    rows = []
+    for s in SCALES:
+        m = b.scale(s).model
+        rows.append({"scale": s, "d_model": m["d_model"], "layers": m["n_layers"], "heads": m["n_heads"],
+                     "kv heads": m["n_kv_heads"], "d_ff": m["d_ff"], "N (non-emb.)": b.n_params(s),
+                     "paper N": b.scale(s).paper_n_params})
+    return pd.DataFrame(rows)
+
+
+def budget_table(b: Budget) -> pd.DataFrame:
+    """Tables 5-7 at a budget: realized Ds, Dl (rounded to whole steps), LRs and batch sizes."""
+    rows = []
+    for s in SCALES:
+        spec = b.scale(s)
+        short = grid.short_stage(b, s)
+        lds = [grid.lccp_linear_decay(b, s, b.ds_multiples[-1], dl).realized_tokens for dl in b.dl_multiples]
+        rows.append({
+            "scale": s, "N": b.n_params(s), "4K-analogue LR": spec.lr, "LCCP LR (start)": spec.lr / 10,
+            "GBS short (seqs)": spec.batch_short, "GBS LCCP (seqs)": spec.batch_long, "warmup steps": spec.warmup_steps,
+            "realized Ds (tokens)": ", ".join(f"{short.wsd[m].realized_tokens:,}" for m in b.ds_multiples),
+            "realized Dl (tokens)": ", ".join(f"{t:,}" for t in lds),
+        })
+    return pd.DataFrame(rows)
+
+
+def mixture_table(b: Budget) -> pd.DataFrame:
+    """Table 9: configured bucket shares of the paper's 32K mixture next to the shares of the
+    mixture this budget trains with, on its corpus, and how often each bucket is repeated."""
+    stream = stream_for(grid.data_config(b, "long"), 0)
+    stats = pd.DataFrame(stream.bucket_stats())
+    stats.insert(1, "paper 32K mix", [w for w in LengthMixture.lccp_32k().weights])
+    return stats.rename(columns={"configured": f"{b.lccp_mixture} mix"})
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 4: observation rules, trajectory points, spacing ablation (App. B, B.1)
+# ---------------------------------------------------------------------------------------
+OBSERVATION_RULES = {  # name -> (method, kwargs, how many of the newest pool checkpoints it uses)
+    "Last4": ("lastM", {"m": 4}, 4), "Last8": ("lastM", {"m": 8}, 8), "Last12": ("lastM", {"m": 12}, 12),
+    "Last25": ("lastM", {"m": 25}, 25), "1-Sqrt": ("one_sqrt", {}, None),
+    "EMA 0.1": ("ema", {"beta": 0.1}, None), "EMA 0.5": ("ema", {"beta": 0.5}, None),
+    "EMA 0.9": ("ema", {"beta": 0.9}, None), "DARE 0.1": ("dare", {"rho": 0.1, "seed": 42}, None),
+    "DARE 0.5": ("dare", {"rho": 0.5, "seed": 42}, None), "TIES 0.1": ("ties", {"rho": 0.1}, None),
+    "TIES 0.5": ("ties", {"rho": 0.5}, None),
+}
+
+
+def observation_rules(ev: Evaluator, run: Run, dl_mult: float, pool_spacing: float, pool_size: int = 25,
+                      workers=None) -> pd.DataFrame:
+    """Fig. 4a: every App. B rule on a pool of `pool_size` checkpoints spaced `pool_spacing`*N,
+    ending at Dl = dl_mult*N (paper: 25 checkpoints every 2N up to 50N at S4), plus Raw."""
+    pool = [step_at(run, dl_mult - k * pool_spacing) for k in range(pool_size - 1, -1, -1)]
+    names, jobs = ["Raw"], [(run.hash, "raw", pool[-1], None, {})]
+    for name, (method, kw, m) in OBSERVATION_RULES.items():
+        steps = pool[-m:] if m else pool
+        kw = dict(kw)
+        if method == "lastM":
+            kw["m"] = len(steps)
+        if method == "ema":
+            kw["delta"] = pool[1] - pool[0]  # one nominal checkpoint interval, in iterations (Eq. 7)
+        names.append(name)
+        jobs.append((run.hash, "merged", steps, method, kw))
+    res = evaluate_many(ev, jobs, workers, "observation rules")
+    return pd.DataFrame([{"rule": n, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]} for n, r in zip(names, res)])
+
+
+def trajectory_points(ev: Evaluator, run: Run, dl_points, spacing: float, workers=None) -> pd.DataFrame:
+    """Raw and Last4 (spacing*N apart) LongPPL/ShortPPL at each Dl in dl_points (§4.2)."""
+    jobs, meta = [], []
+    for dl in dl_points:
+        jobs.append((run.hash, "raw", step_at(run, dl), None, {}))
+        jobs.append((run.hash, "merged", last4_steps(run, dl, spacing), "lastM", {"m": 4}))
+        meta.append(dl)
+    res = evaluate_many(ev, jobs, workers, "trajectory points")
+    rows = []
+    for i, dl in enumerate(meta):
+        tokens = step_at(run, dl) * run.config.tokens_per_step
+        for rule, r in (("raw", res[2 * i]), ("last4", res[2 * i + 1])):
+            rows.append({"dl_mult": dl, "Dl": tokens, "rule": rule, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
+    return pd.DataFrame(rows)
+
+
+def spacing_ablation(ev: Evaluator, run: Run, targets, spacings, workers=None) -> pd.DataFrame:
+    """App. B.1: Last4(s) over {T-3s, T-2s, T-s, T} for each target T and spacing s, and Raw at T."""
+    jobs, meta = [], []
+    for t in targets:
+        jobs.append((run.hash, "raw", step_at(run, t), None, {}))
+        meta.append((t, "Raw"))
+        for s in spacings:
+            jobs.append((run.hash, "merged", last4_steps(run, t, s), "lastM", {"m": 4}))
+            meta.append((t, f"Last4({s:g}N)"))
+    res = evaluate_many(ev, jobs, workers, "spacing ablation")
+    return pd.DataFrame([{"target_mult": t, "protocol": p, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]}
+                         for (t, p), r in zip(meta, res)])
+
+
+def spacing_means(sp: pd.DataFrame, default: str) -> pd.DataFrame:
+    """Table 12: mean LongPPL/ShortPPL of each protocol over the targets, and the difference
+    from the `default` protocol (e.g. "Last4(1N)")."""
+    t = sp.groupby("protocol", sort=False)[["longppl", "shortppl"]].mean()
+    ref = t.loc[default]
+    t["Δ LongPPL vs default"] = t.longppl - ref.longppl
+    t["Δ ShortPPL vs default"] = t.shortppl - ref.shortppl
+    return t

@@ -1,0 +1,177 @@
+"""The paper's run grid as run-store configs (LCCP paper §3.1, §4.1-4.2, App. A.3).
+
+Every function here only *describes* runs (RunConfig); `nblib.training.runner.get_or_run_many`
+trains what the store does not have yet. Every function takes a resolved `Budget`: the
+entry points (a chapter, the monitor CLI) resolve its name once with `get_budget`. Stages:
+  short   4K-analogue pre-training, WSD (8:1 warmup+stable : decay), one shared stable run
+          per scale with the five decays branched from it;
+  long    32K-analogue LCCP from a short-stage endpoint, ABF RoPE base 1e4 -> 5e5,
+          Linear-Decay from the 4K terminal LR (lr/10) to a tenth of it, or Constant;
+  ref     the LongPPL reference model (the paper uses Llama-3.1-8B; toy budgets train one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nblib.budgets import Budget
+from nblib.data import corpus_identity
+from nblib.store.runstore import RunConfig
+from nblib.training.schedules import wsd_stable_steps
+
+
+def data_config(budget: Budget, stage: str) -> dict:
+    """Data stream of a stage: 'short' (packed), 'long' (LCCP mixture) or 'ext' (128K mixture)."""
+    base = {"corpus": budget.corpus, "corpus_id": corpus_identity(budget.corpus), "tokenizer": budget.tokenizer,
+            "split": "train"}
+    if stage == "short":
+        return {**base, "stream": "packed", "seq_len": budget.short_seq_len}
+    if stage == "long":
+        return {**base, "stream": "long_mixture", "seq_len": budget.long_seq_len, "mixture": budget.lccp_mixture}
+    if stage == "ext":  # App. A.3: the 128K stage isolates packed documents (span-based attention)
+        return {**base, "stream": "long_mixture", "seq_len": budget.ext_seq_len, "mixture": budget.ext_mixture,
+                "doc_isolation": True}
+    raise ValueError(f"stage {stage!r}; allowed: short, long, ext")
+
+
+def model_config(budget: Budget, scale: str) -> dict:
+    return {"family": "llama", **budget.scale(scale).model}
+
+
+@dataclass
+class ShortStage:
+    """The stable trunk of one scale and its WSD runs keyed by Ds/N multiple."""
+
+    trunk: RunConfig
+    wsd: dict
+
+    def all(self) -> list[RunConfig]:
+        return [self.trunk, *self.wsd.values()]
+
+
+def wsd_config(budget: Budget, scale: str, ds_mult: float, seed: int = 0, init: dict | None = None) -> RunConfig:
+    """A standalone WSD short-context run with Ds = ds_mult * N (App. A.3, Table 5)."""
+    spec = budget.scale(scale)
+    return RunConfig(
+        model=model_config(budget, scale), data=data_config(budget, "short"),
+        schedule={"kind": "wsd", "lr": spec.lr, "warmup_steps": spec.warmup_steps, "decay_frac": 1 / 9,
+                  "final_lr_frac": 0.1},
+        n_tokens=budget.n_tokens(scale, ds_mult), batch_size=spec.batch_short, seed=seed, budget=budget.name,
+        init=init, label=f"{scale} short Ds={ds_mult}N", meta={"scale": scale, "stage": "short", "ds_mult": ds_mult})
+
+
+_SHORT_STAGES: dict = {}
+
+
+def short_stage(budget: Budget, scale: str, seed: int = 0, ds_multiples=None) -> ShortStage:
+    """One warmup+constant trunk and a WSD decay branched from it for every Ds budget.
+
+    Equivalent to separate WSD runs with the same seed (tests/test_train.py checks it): the
+    batch and LR at a step depend only on the step, and the branch restores the trunk's
+    optimizer state at exactly that run's decay start. Memoized per (budget, scale, seed,
+    Ds multiples): every LCCP config names its parent through it, so the grid builds each
+    short stage once. The returned configs are shared; do not modify them.
+    """
+    ds_multiples = tuple(ds_multiples or budget.ds_multiples)
+    key = (repr(budget), scale, seed, ds_multiples)
+    if key not in _SHORT_STAGES:
+        _SHORT_STAGES[key] = _build_short_stage(budget, scale, seed, ds_multiples)
+    return _SHORT_STAGES[key]
+
+
+def _build_short_stage(budget: Budget, scale: str, seed: int, ds_multiples: tuple) -> ShortStage:
+    spec = budget.scale(scale)
+    plain = {m: wsd_config(budget, scale, m, seed) for m in ds_multiples}
+    stable = {m: wsd_stable_steps(c.total_steps, 1 / 9) for m, c in plain.items()}
+    tps = spec.batch_short * budget.short_seq_len
+    trunk = RunConfig(
+        model=model_config(budget, scale), data=data_config(budget, "short"),
+        schedule={"kind": "constant", "lr": spec.lr, "warmup_steps": spec.warmup_steps},
+        n_tokens=max(max(stable.values()), 1) * tps, batch_size=spec.batch_short, seed=seed, budget=budget.name,
+        ckpt_steps=tuple(s for s in stable.values() if s > 0), keep_optimizer="all", label=f"{scale} short stable",
+        meta={"scale": scale, "stage": "short-trunk"})
+    wsd = {}
+    for m, c in plain.items():
+        if stable[m] == 0:  # too short to branch: train it standalone
+            wsd[m] = c
+            continue
+        c.init = {"run": trunk.hash, "step": stable[m], "mode": "continue"}
+        wsd[m] = c
+    return ShortStage(trunk, wsd)
+
+
+def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, n_tokens: int, seed: int,
+          label: str, meta: dict, **kw) -> RunConfig:
+    spec = budget.scale(scale)
+    return RunConfig(
+        model=model_config(budget, scale), data=data_config(budget, "long"), schedule=schedule,
+        n_tokens=n_tokens, batch_size=spec.batch_long, seed=seed, budget=budget.name,
+        init={"run": parent.hash, "step": parent.total_steps, "mode": "weights", "rope_base": budget.rope_bases[1]},
+        label=label, meta={"scale": scale, **meta}, **kw)
+
+
+def lccp_linear_decay(budget: Budget, scale: str, ds_mult: float, dl_mult: float, seed: int = 0) -> RunConfig:
+    """Linear-Decay LCCP (§3.1): from lr_4K/10 down to a tenth of it over Dl, no warmup."""
+    parent = short_stage(budget, scale).wsd[ds_mult]
+    lr0 = budget.scale(scale).lr * 0.1
+    return _lccp(budget, scale, parent, {"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.1},
+                 budget.n_tokens(scale, dl_mult), seed, f"{scale} LD Ds={ds_mult}N Dl={dl_mult}N",
+                 {"stage": "lccp-ld", "ds_mult": ds_mult, "dl_mult": dl_mult})
+
+
+def lccp_constant(budget: Budget, scale: str, ds_mult: float, until_mult: float, seed: int = 0,
+                  ckpt_every: float | None = None) -> RunConfig:
+    """Constant-LR LCCP trajectory (§4.1, Table 7) with a checkpoint every `ckpt_every` * N tokens.
+
+    The checkpoint interval is a whole number of steps k, and the trajectory length a whole
+    number of intervals, so the checkpoint at Dl = j * ckpt_every * N is step j * k
+    (`checkpoint_step`). Extensible: asking for a larger `until_mult` later resumes from the
+    last raw checkpoint. `seed` changes the LCCP data order only; every seed starts from the
+    same 4K checkpoint.
+    """
+    parent = short_stage(budget, scale).wsd[ds_mult]
+    spec = budget.scale(scale)
+    lr0 = spec.lr * 0.1
+    every = budget.constant_ckpt_every if ckpt_every is None else ckpt_every
+    tps = spec.batch_long * budget.long_seq_len
+    k = max(1, int(round(budget.n_tokens(scale, every) / tps)))
+    n_intervals = int(round(until_mult / every))
+    return _lccp(budget, scale, parent, {"kind": "constant", "lr": lr0}, n_intervals * k * tps, seed,
+                 f"{scale} Const Ds={ds_mult}N seed={seed}",
+                 {"stage": "lccp-const", "ds_mult": ds_mult, "ckpt_every_mult": every, "ckpt_every_steps": k},
+                 ckpt_every_tokens=k * tps)
+
+
+def checkpoint_step(config: RunConfig, dl_mult: float) -> int:
+    """Step of a Constant trajectory's checkpoint at Dl = dl_mult * N (a multiple of the interval)."""
+    every, k = config.meta["ckpt_every_mult"], config.meta["ckpt_every_steps"]
+    j = dl_mult / every
+    if abs(j - round(j)) > 1e-6 or round(j) < 1:
+        raise ValueError(f"Dl = {dl_mult}N is not a positive multiple of the checkpoint spacing {every}N")
+    return int(round(j)) * k
+
+
+def reference_config(budget: Budget) -> RunConfig:
+    """The toy LongPPL reference model: a larger model trained at the long context."""
+    ref = budget.reference
+    if ref["kind"] != "nblib":
+        raise ValueError(f"budget {budget.name} uses an external reference model ({ref}); nothing to train")
+    return RunConfig(
+        model={"family": "llama", **ref["model"]}, data=data_config(budget, "long"),
+        schedule={"kind": "wsd", "lr": ref["lr"], "warmup_steps": ref["warmup_steps"], "decay_frac": 1 / 9,
+                  "final_lr_frac": 0.1},
+        n_tokens=ref["n_tokens"], batch_size=ref["batch"], seed=0, budget=budget.name, label="LongPPL reference",
+        meta={"stage": "reference"})
+
+
+def linear_decay_grid(budget: Budget, scales=("S1", "S2", "S3", "S4")) -> list[RunConfig]:
+    """Every run behind the Linear-Decay table: short stages, then the Ds x Dl LCCP grid
+    for S1-S4 and the nine diagonal/off-diagonal configurations for S5 (§3.1)."""
+    out = []
+    for scale in scales:
+        out += short_stage(budget, scale).all()
+        if scale == "S5":
+            out += [lccp_linear_decay(budget, scale, ds, dl) for ds, dl in budget.s5_configs]
+        else:
+            out += [lccp_linear_decay(budget, scale, ds, dl) for ds in budget.ds_multiples for dl in budget.dl_multiples]
+    return out
