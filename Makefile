@@ -5,11 +5,12 @@ VENV ?= .venv
 BUDGET ?= toy
 PY := $(VENV)/bin/python
 
-.PHONY: setup book test clean help
+.PHONY: setup book test plan clean help
 
 help:
 	@echo "make book   # run every chapter at BUDGET=$(BUDGET) with papermill, save figures, build the HTML book"
 	@echo "make test   # unit tests + every chapter at the smoke budget (papermill + nbval-lax) + book build check"
+	@echo "make plan   # the inputs BUDGET=$(BUDGET) needs (exit 2 if any is missing) and its compute per chapter"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,9 @@ setup: $(VENV)/.installed
 
 book: setup
 	$(PY) -m nblib.book run --budget $(BUDGET)
+
+plan: setup
+	$(PY) -m nblib.book.plan --budget $(BUDGET)
 
 test: setup
 	$(PY) -m pytest -q tests

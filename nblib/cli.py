@@ -15,6 +15,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import json
+import os
 import sys
 import traceback
 import warnings
@@ -25,20 +26,33 @@ from nblib.errors import UserError
 
 USER_ERRORS = (ValueError, UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
                FileExistsError, json.JSONDecodeError, UnicodeDecodeError, FloatingPointError)
-OS_HINTS = {
-    errno.ENOSPC: "the disk is full: free some space or point NBLIB_RUN_ROOT at another disk",
-    errno.EDQUOT: "the disk quota is exceeded: free some space or point NBLIB_RUN_ROOT at another disk",
-    errno.EROFS: "the file system is read-only: point NBLIB_RUN_ROOT (or --run-root, -o) at a writable folder",
-    errno.EACCES: "permission denied: use a folder you can write",
-    errno.ELOOP: "a symbolic link stands where a file is written: remove the link",
+_RESUME = ("and run the same command again: a run resumes from its last complete checkpoint, "
+           "and every checkpoint marked complete stays valid")
+OS_HINTS = {  # {folder}: the folder the failed write or read was in
+    errno.ENOSPC: "the disk is full: no space left to write in {folder}. Free some space there (or point "
+                  "NBLIB_RUN_ROOT at another disk) " + _RESUME,
+    errno.EDQUOT: "the disk quota is exceeded writing in {folder}. Free some space (or point NBLIB_RUN_ROOT "
+                  "at another disk) " + _RESUME,
+    errno.EROFS: "the file system is read-only: cannot write in {folder}. Point NBLIB_RUN_ROOT (or --run-root, "
+                 "-o) at a writable folder",
+    errno.EACCES: "permission denied in {folder}: use a folder you can write (NBLIB_RUN_ROOT, --run-root, -o) "
+                  "or fix its permissions",
+    errno.ELOOP: "a symbolic link stands where a file is written in {folder}: remove the link",
 }
+
+
+def _folder(path) -> str:
+    """The folder of a failed file operation (the path itself when it is a folder)."""
+    path = str(path)
+    return path if os.path.isdir(path) else (os.path.dirname(path) or ".")
 
 
 def user_message(e: BaseException) -> str | None:
     """The one-line message for a user error, or None when `e` is not one."""
     if isinstance(e, OSError) and e.errno in OS_HINTS:
-        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
-        return f"{OS_HINTS[e.errno]}{where}"
+        filename = getattr(e, "filename", None)
+        folder = _folder(filename) if filename else "a folder of the run store"
+        return OS_HINTS[e.errno].format(folder=folder) + (f" ({e.strerror}: {filename})" if filename else "")
     if isinstance(e, USER_ERRORS):
         text = str(e).strip() or type(e).__name__
         return " ".join(text.split()) if len(text) < 2000 else text[:2000] + " ..."

@@ -16,6 +16,7 @@ from IPython.display import Image, display
 from markdown_it import MarkdownIt
 
 from nblib.book.figures import save_figure, save_table
+from nblib.book.plan import require_inputs
 from nblib.budgets import BudgetError, check_scale, get_budget
 from nblib.store.runstore import RunStore
 
@@ -27,6 +28,7 @@ class Chapter:
                  scale: str | None = None, allowed_scales=None, n_boot: int | None = None, **params):
         self.name = name
         self.budget = get_budget(budget)  # raises BudgetError listing smoke, toy, full
+        require_inputs(self.budget, name)  # every missing input at once, before any work
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise BudgetError(f"seed={seed!r} is not allowed; allowed values: integers >= 0")
         self.seed = seed

@@ -9,12 +9,15 @@ redirect a write into another user's file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 
 
@@ -66,7 +69,14 @@ def file_mode() -> int:
 def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict | None = None) -> None:
     """safetensors' save_file, then two fixes: the metadata in sorted key order (safetensors
     writes it in hash order, so identical saves differ byte-wise) and the umask's file mode."""
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
+    except SafetensorError as e:  # its I/O errors end "(os error 28)": give them back as the OSError they are
+        m = re.search(r"\(os error (\d+)\)", str(e))
+        if m is None:
+            raise
+        code = int(m.group(1))
+        raise OSError(code, os.strerror(code) if code in errno.errorcode else str(e), str(path)) from e
     if metadata:
         canonical_metadata_order(path)
     os.chmod(path, file_mode())

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from nblib.cli import run_cli
 from nblib.data import get_tokenizer, make_stream
+from nblib.errors import UserError
 from nblib.models import build_model
 from nblib.store.atomic import append_jsonl, atomic_write_json, open_no_follow
 from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, clean_checkpoint_temporaries,
@@ -56,6 +57,21 @@ class NonFiniteLossError(FloatingPointError):
 # ---------------------------------------------------------------------------------------
 # model, optimizer, data
 # ---------------------------------------------------------------------------------------
+class OutOfMemory(UserError):
+    """The device ran out of memory at the configured micro-batch (a setting, not a bug)."""
+
+
+def out_of_memory_message(run, cfg, micro: int, device: str, world: int) -> str:
+    """One line: the batch that was tried, on which device, and the settings that fix it.
+    Checkpoints are written only after an optimizer step, so the run resumes cleanly."""
+    smaller = [d for d in range(micro - 1, 0, -1) if cfg.batch_size % d == 0 and d <= micro // 2] or [1]
+    return (f"out of memory on {device} training run {run.hash} [{cfg.label}] with micro-batches of {micro} x "
+            f"{cfg.seq_len} tokens (batch {cfg.batch_size} over {world} process(es)): set micro_batch_size "
+            f"to {smaller[0]} in {run.path / 'config.json'} (gradient accumulation: the same result, it is not "
+            f"part of the run's identity) or train on more GPUs (torchrun ... --strategy fsdp); the run resumes "
+            f"from its last complete checkpoint")
+
+
 def build_model_from_config(model_cfg: dict) -> nn.Module:
     """The untrained model of a run config's `model` dict ({"family": ..., **fields})."""
     cfg = dict(model_cfg)
@@ -295,13 +311,17 @@ def _train(run, log, progress: bool, strategy: str, device: str | None) -> None:
         sl = slice(rank * local_bs, (rank + 1) * local_bs)
         x, y, doc = x[sl].to(device), y[sl].to(device), doc[sl].to(device)
         loss_sum = 0.0
-        for i in range(0, local_bs, micro):
-            with amp:
-                _, loss = train_model(x[i:i + micro], targets=y[i:i + micro],
-                                      doc_ids=doc[i:i + micro] if isolate else None)
-            loss = loss * (x[i:i + micro].shape[0] / local_bs)
-            loss.backward()
-            loss_sum += loss.detach().float().item()
+        try:
+            for i in range(0, local_bs, micro):
+                with amp:
+                    _, loss = train_model(x[i:i + micro], targets=y[i:i + micro],
+                                          doc_ids=doc[i:i + micro] if isolate else None)
+                loss = loss * (x[i:i + micro].shape[0] / local_bs)
+                loss.backward()
+                loss_sum += loss.detach().float().item()
+        except torch.OutOfMemoryError as e:
+            bar.close()
+            raise OutOfMemory(out_of_memory_message(run, cfg, micro, device, world)) from e
         if world > 1:  # report the global mean (gradients are already averaged by DDP/FSDP)
             t = torch.tensor([loss_sum], device=device)
             torch.distributed.all_reduce(t)

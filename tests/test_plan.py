@@ -1,0 +1,111 @@
+"""The plan before any work (nblib.book.plan): every missing input at once, the compute per
+chapter counted the way the grid builds its runs, and chapters at `full` stopping in their
+setup cell with that list."""
+
+import subprocess
+import sys
+
+import papermill as pm
+import pytest
+
+from nblib.book import plan as P
+from nblib.budgets import SCALES, get_budget
+from nblib.gemma import pair
+from nblib.lccp import experiments, grid
+from nblib.store.provenance import REPO_ROOT
+
+FULL = get_budget("full")
+pytestmark = pytest.mark.skipif(not P.missing_inputs(FULL), reason="this machine has the full budget's inputs")
+
+
+def _trained_tokens(configs) -> int:
+    """Tokens a set of run configs trains itself: a run that continues its parent's training
+    state ("continue", the WSD decays) trains only the steps past the branch point."""
+    total = 0
+    for c in configs:
+        start = c.init["step"] if c.init and c.init["mode"] == "continue" else 0
+        total += (c.total_steps - start) * c.tokens_per_step
+    return total
+
+
+def test_full_lists_every_missing_input_at_once():
+    names = [i.name for i in P.missing_inputs(FULL)]
+    assert names == ["LCCP corpus", "tokenizer", "LongPPL reference model", "pair corpus", "pair tokenizer"]
+    r = subprocess.run([sys.executable, "-m", "nblib.book.plan", "--budget", "full"], capture_output=True, text=True,
+                       cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 2
+    assert "5 input(s) of budget 'full' are missing" in r.stdout
+    for i in P.inputs(FULL):
+        assert str(i.path) in r.stdout and i.how in r.stdout
+    assert "03_scaling_law" in r.stdout and "GPUs torch sees" in r.stdout
+
+
+def test_chapter_selection_lists_only_its_inputs():
+    assert [i.name for i in P.missing_inputs(FULL, ["06_models_ab"])] == ["pair corpus", "pair tokenizer"]
+    with pytest.raises(P.MissingInputsError, match="LongPPL reference model") as e:
+        P.require_inputs(FULL, "03_scaling_law")
+    assert "pair corpus" not in str(e.value)
+
+
+def test_toy_has_everything_and_prints_its_compute():
+    r = subprocess.run([sys.executable, "-m", "nblib.book.plan", "--budget", "toy"], capture_output=True, text=True,
+                       cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Nothing is missing." in r.stdout and "MISSING" not in r.stdout
+    assert "total" in r.stdout
+
+
+@pytest.mark.parametrize("args, says", [(["--budget", "huge"], "budget='huge'"), (["--mfu", "2"], "mfu=2.0"),
+                                        (["--chapters", "11_nope"], "chapter '11_nope'")])
+def test_bad_values_are_named(args, says):
+    r = subprocess.run([sys.executable, "-m", "nblib.book.plan", *args], capture_output=True, text=True,
+                       cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_compute_counts_the_runs_the_grid_builds():
+    """A second count of the tokens, from the configs the chapters train (toy builds them)."""
+    b = get_budget("toy")
+    rows = P.run_list(b)
+    per = {}
+    for r in rows:
+        per[r["chapter"]] = per.get(r["chapter"], 0) + r["tokens"]
+    assert per["02_setup"] == _trained_tokens([grid.reference_config(b)])
+    assert per["03_scaling_law"] == _trained_tokens(grid.linear_decay_grid(b, SCALES))
+    assert per["04_constant_last4"] == _trained_tokens(experiments.constant_configs(b))
+    assert per["06_models_ab"] == _trained_tokens(pair.pair_configs(b).values())
+    p = b.pair
+    assert per["09_yarn"] == p.finetune_steps * p.batch_size * p.seq_len
+
+
+def test_gpu_hours_follow_flops_peak_and_mfu():
+    t1 = P.compute_table(get_budget("toy"), peak_tflops=100, mfu=0.5)
+    t2 = P.compute_table(get_budget("toy"), peak_tflops=200, mfu=0.5)
+    assert (t1["GPU-hours"] == t1["FLOPs"] / (100e12 * 0.5) / 3600).all()
+    assert ((t1["GPU-hours"] / t2["GPU-hours"]) - 2).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("chapter, lists, not_lists", [
+    ("03_scaling_law", ["LCCP corpus", "tokenizer", "LongPPL reference model"], ["pair corpus"]),
+    ("06_models_ab", ["pair corpus", "pair tokenizer"], ["LCCP corpus"]),
+])
+def test_a_full_chapter_stops_in_its_setup_cell_with_the_list(tmp_path, chapter, lists, not_lists):
+    out = tmp_path / f"{chapter}.ipynb"
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(REPO_ROOT / "notebooks" / f"{chapter}.ipynb"), str(out),
+                            parameters={"budget": "full", "run_root": str(tmp_path / "runs")},
+                            kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False)
+    assert e.value.ename == "MissingInputsError"
+    for name in lists:
+        assert f"- {name}:" in e.value.evalue
+    for name in not_lists:
+        assert f"- {name}:" not in e.value.evalue
+    # the failing cell is the first one after the parameters: nothing ran before the check
+    import nbformat
+    nb = nbformat.read(out, 4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    failed = [i for i, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    tags = [c.metadata.get("tags", []) for c in code]
+    first_work = next(i for i, t in enumerate(tags) if "parameters" not in t and "injected-parameters" not in t)
+    assert failed == [first_work]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
