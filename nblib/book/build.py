@@ -27,9 +27,10 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+import pandas as pd
 import papermill as pm
 
-from nblib.book.figures import figures_root
+from nblib.book.figures import figures_root, table_problems
 from nblib.budgets import get_budget
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.provenance import REPO_ROOT, code_version
@@ -318,7 +319,16 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
     # a partial run (--chapters) links to chapters it did not execute: those are not problems
     skipped = tuple(f"{c}.ipynb" for c in chapters() if c not in names)
     return [p for p in check_site(html, names, figs)
-            if not ("missing local file" in p and skipped and p.endswith(skipped))]
+            if not ("missing local file" in p and skipped and p.endswith(skipped))] + check_tables(figures_dir, names)
+
+
+def check_tables(figures_dir: Path, names: list[str]) -> list[str]:
+    """Every table the executed chapters saved labels its rows (figures.table_problems)."""
+    out = []
+    for n in names:
+        for csv in sorted((figures_dir / n).glob("*.csv")) if figures_dir.exists() else []:
+            out += [f"{n}/{csv.name}: {p}" for p in table_problems(pd.read_csv(csv))]
+    return out
 
 
 def browser_check(html: Path, screenshots: Path) -> list[str]:

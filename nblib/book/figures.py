@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from matplotlib.font_manager import FontProperties, findfont
 from matplotlib.ft2font import FT2Font
 from matplotlib.ticker import NullFormatter
@@ -62,10 +63,50 @@ def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict 
     return path
 
 
+def with_row_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with its row labels as leading columns: an index that says what each row is
+    (a length, a model, a checkpoint) becomes a column (named "row" when it has no name); a
+    plain 0..n-1 index is dropped."""
+    idx = df.index
+    if isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None:
+        return df
+    names = [n if n is not None else ("row" if idx.nlevels == 1 else f"row {i}") for i, n in enumerate(idx.names)]
+    taken = set(map(str, df.columns))
+    names = [n if str(n) not in taken else f"{n} (row)" for n in names]
+    return df.rename_axis(names).reset_index()
+
+
+def identifying_columns(df: pd.DataFrame) -> list[str]:
+    """The leading columns that label rows: text, integer or boolean columns, and float
+    columns whose values repeat (grid coordinates such as Dl/N); the first measurement (a
+    float column of distinct values) ends them."""
+    out = []
+    for c in df.columns:
+        col = df[c]
+        if pd.api.types.is_float_dtype(col) and col.nunique(dropna=False) > max(1, len(df) // 2):
+            break
+        out.append(c)
+    return out
+
+
+def table_problems(df: pd.DataFrame) -> list[str]:
+    """Why a saved table's rows cannot be told apart ([] when they can): a table of more
+    than one row needs leading label columns whose values are unique per row."""
+    if len(df) <= 1:
+        return []
+    keys = identifying_columns(df)
+    if not keys:
+        return [f"no column labels the rows (first column {df.columns[0]!r} is a measurement)"]
+    if df.duplicated(subset=keys).any():
+        return [f"rows are not unique in their label columns {keys}"]
+    return []
+
+
 def save_table(df, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None) -> Path:
-    """Save a pandas table as figures/<chapter>/<name>.csv and record its provenance."""
+    """Save a pandas table as figures/<chapter>/<name>.csv, its row labels included
+    (`with_row_labels`), and record its provenance."""
     path = figures_root(budget) / chapter / f"{name}.csv"
-    atomic_write_text(path, df.to_csv(index=False))
+    atomic_write_text(path, with_row_labels(df).to_csv(index=False))
     _record(chapter, path.name, budget, runs, "table", extra)
     return path
 

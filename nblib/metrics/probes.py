@@ -78,7 +78,7 @@ def context_use_table(models: dict, texts, tokenizer, length: int, local: int) -
     half of the context, and "last half - first chunk" (< 0: the model uses context beyond
     the local chunk)."""
     t = pd.DataFrame({k: position_loss(m, texts, tokenizer, length, (0, local, length // 2, length))
-                      for k, m in models.items()}, index=["first chunk", "middle", "last half"]).T
+                      for k, m in models.items()}, index=["first chunk", "middle", "last half"]).T.rename_axis("model")
     t["last half - first chunk"] = t["last half"] - t["first chunk"]
     return t
 
@@ -86,7 +86,7 @@ def context_use_table(models: dict, texts, tokenizer, length: int, local: int) -
 def copy_gain_table(models: dict, vocab_size: int, eos_id: int, seg_lens) -> pd.DataFrame:
     """`copy_gain` of every model at every distance: one row per model, columns "gain @d"."""
     t = pd.DataFrame({k: {s: copy_gain(m, vocab_size, eos_id, s)["gain"] for s in seg_lens}
-                      for k, m in models.items()}).T
+                      for k, m in models.items()}).T.rename_axis("model")
     t.columns = [f"gain @{s}" for s in seg_lens]
     return t
 
