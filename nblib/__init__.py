@@ -9,6 +9,7 @@ packages above it in this list, never one below; tests/test_architecture.py chec
     store              the run store: configs by hash, checkpoints, atomic writes
     budgets            the budgets smoke/toy/full and the scales S1-S5
     data               corpora, tokenizers, token shards, training streams
+    export             a run's checkpoint or merge as a Hugging Face folder (transformers, vLLM)
     metrics, evals     LongPPL, copy and NLL probes, attention maps; RULER
     training           the trainer, Muon, schedules, the runner that gets or trains a run
     lccp, gemma        the LCCP paper (chapters 2-5); the Gemma blog (chapters 6-10)

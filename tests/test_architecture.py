@@ -141,8 +141,8 @@ def test_layers_point_down(lower, upper):
 
 # The package order, lowest row first (the table in nblib/__init__.py). A package may import
 # its own modules and the packages of rows above it; never a package of its own row or below.
-LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("budgets",), ("data",), ("metrics", "evals"),
-          ("training",), ("lccp", "gemma"), ("book",)]
+LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("budgets",), ("data",), ("export",),
+          ("metrics", "evals"), ("training",), ("lccp", "gemma"), ("book",)]
 
 
 def package_of(module: str) -> str:
