@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib.book import findings
+from nblib.book import findings, toy_design
 from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
@@ -126,6 +126,57 @@ probe_table.round(3)
 
 # %%
 ch.markdown(findings.toy_levers_markdown(probe_table))
+
+# %% [markdown]
+# ## The next toy: batch, learning rate and copying at a 128-token context
+#
+# The grid this book trains has a flaw that the chapters after this one show: its models
+# never learn to copy, so [chapter 3](03_scaling_law.ipynb)'s law does not extrapolate and
+# RULER stays at 0. The 32-token short context rarely holds a repeat, two layers form no
+# induction circuit, and the stable phase plateaus after 1,000-3,000 steps at 256 tokens per
+# step. A rebuild is under way: a 128-token short context (LCCP at 8x that, 1,024 tokens),
+# four layers at every scale, and a batch and LR per shape chosen from loss curves.
+# `benchmarks/toy_lr_batch_probe.py` trains one constant-LR short-stage run per (shape,
+# batch, LR) on an equal number of tokens, and measures the held-out loss and the
+# random-segment copy gain (a segment of 32 tokens repeated once: the loss on its first copy
+# minus the loss on its second) at fixed shares of those tokens. These runs are probes, not
+# part of the grid below; their records are in `benchmarks/results/toy_lr_batch_probe.jsonl`.
+
+# %%
+lr_batch = toy_design.lr_batch_table(
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lr_batch_probe.jsonl", lines=True))
+lr_batch_summary = toy_design.lr_batch_summary(lr_batch)
+ch.save_table(lr_batch_summary, "toy_lr_batch_summary")
+lr_batch_summary.round(3)
+
+# %%
+shapes = list(dict.fromkeys(lr_batch["shape"]))
+near = next(c for c in lr_batch.columns if c.startswith("copy gain @"))
+settings = sorted(set(zip(lr_batch["batch"], lr_batch["LR"])))  # one colour per (batch, LR) in every panel
+fig, axes = plt.subplots(2, len(shapes), figsize=(4.2 * len(shapes), 6.4), squeeze=False, sharey="row")
+for j, shape in enumerate(shapes):
+    for (batch, lr), g in lr_batch[lr_batch["shape"] == shape].groupby(["batch", "LR"]):
+        g = g.sort_values("tokens")
+        style = dict(marker="o", color=f"C{settings.index((batch, lr))}",
+                     label=f"batch {batch} x {g['context'].iloc[0]}, LR {lr:g}")
+        axes[0, j].plot(g["tokens"] / 1e6, g["held-out loss"], **style)
+        axes[1, j].plot(g["tokens"] / 1e6, g[near], **style)
+    axes[0, j].legend(fontsize=7)
+    axes[0, j].set_title(f"{shape}\nN = {lr_batch[lr_batch['shape'] == shape]['N (non-emb.)'].iloc[0]:,}", fontsize=9)
+    axes[1, j].axhline(toy_design.COPY_THRESHOLD, color="grey", lw=0.8, ls="--")
+    axes[1, j].set_xlabel("training tokens (M)")
+axes[0, 0].set_ylabel("held-out loss (nats/token)")
+axes[1, 0].set_ylabel(f"random-segment {near} (nats)")
+fig.suptitle("Short stage at a 128-token context: loss and copying against tokens, per batch and LR", fontsize=10)
+fig.tight_layout()
+ch.save_figure(fig, "toy_lr_batch_probe")
+
+# %% [markdown]
+# What the probes say so far (read from the table above; the dashed line is the 1-nat copy
+# gain the rebuilt toy needs at every scale):
+
+# %%
+ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
 
 # %% [markdown]
 # ## The metric: LongPPL and ShortPPL (§3.1, §4.1, App. A.1)

@@ -130,7 +130,7 @@ ch.save_figure(fig, "fig_attention_maps", runs=list(runs.values()))
 # %%
 windows = M.packed_eval_windows(ch.budget, n=32 if budget != "smoke" else 4)
 measures = pd.concat([M.head_measures(m, windows, tok.eos_id).assign(model=names[k]) for k, m in models.items()])
-ch.save_table(measures, "head_measures", runs=list(runs.values()))
+ch.save_table(measures.set_index(["model", "layer", "head"]), "head_measures", runs=list(runs.values()))
 by_layer = measures.groupby(["model", "layer"])[["distance", "first_position", "separator"]].mean()
 by_layer.round(3)
 
@@ -174,7 +174,8 @@ distances = (L // 4, 3 * L // 4)
 tests = {(k, d): M.induction_test(m, tok.vocab_size, tok.eos_id, n_block, d, n_seqs, seed)
          for k, m in models.items() for d in distances}
 scores = pd.concat([t["scores"].assign(model=names[k], distance=d) for (k, d), t in tests.items()])
-ch.save_table(scores, "induction_scores", runs=list(runs.values()))
+ch.save_table(scores.set_index(["model", "distance", "layer", "head"]), "induction_scores",
+              runs=list(runs.values()))
 best = {key: t["scores"].loc[t["scores"].score.idxmax()] for key, t in tests.items()}
 induction = pd.DataFrame([{"model": names[k], "distance": d, "best head": "layer {}, head {}".format(
     int(best[(k, d)]["layer"]), int(best[(k, d)]["head"])), "best score": t["scores"].score.max(),

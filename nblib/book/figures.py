@@ -77,13 +77,14 @@ def with_row_labels(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def identifying_columns(df: pd.DataFrame) -> list[str]:
-    """The leading columns that label rows: text, integer or boolean columns, and float
-    columns whose values repeat (grid coordinates such as Dl/N); the first measurement (a
-    float column of distinct values) ends them."""
+    """The leading columns that label rows: text, integer or boolean columns, float columns
+    whose values repeat (grid coordinates such as Dl/N), and a first float column that rises
+    strictly (one row per point: lengths, Dl/N); the first measurement ends them."""
     out = []
-    for c in df.columns:
+    for i, c in enumerate(df.columns):
         col = df[c]
-        if pd.api.types.is_float_dtype(col) and col.nunique(dropna=False) > max(1, len(df) // 2):
+        grid = i == 0 and col.is_monotonic_increasing and col.is_unique
+        if pd.api.types.is_float_dtype(col) and col.nunique(dropna=False) > max(1, len(df) // 2) and not grid:
             break
         out.append(c)
     return out

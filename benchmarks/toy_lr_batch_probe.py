@@ -1,0 +1,100 @@
+"""Loss against step at several batch sizes and LRs per toy shape (chapter 2, "toy budget").
+
+The rebuilt toy's short stage must keep learning through its stable phase and learn to copy
+inside its context. This probe trains one short-stage run per (shape, batch, LR) at a
+constant LR through the real run store and trainer (a scratch store: --run-root), keeps
+checkpoints at fixed token counts, and measures at each of them:
+- held-out loss: mean NLL over the first `seq_len` tokens of held-out stdlib files;
+- the random-segment copy gain (nblib.metrics.probes.copy_gain) at segments of seq_len/4
+  and seq_len/2 tokens, i.e. copying from that far back inside the context.
+Equal tokens for every batch size, as in the critical-batch-size literature (McCandlish et
+al. 2018): a batch below the critical one reaches a loss in fewer tokens, one above it in
+fewer steps. One JSON line per run goes to benchmarks/results/toy_lr_batch_probe.jsonl.
+
+    python benchmarks/toy_lr_batch_probe.py --d 48 --layers 4 --heads 4 --kv 2 \
+        --batches 8 32 --lrs 3e-3 1e-2 --tokens 4000000 --seq-len 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from nblib.data import build_test_set, corpus_identity, get_corpus, get_tokenizer
+from nblib.metrics.probes import copy_gain, position_loss
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunConfig, RunStore
+from nblib.training.runner import get_or_run
+
+OUT = Path(__file__).resolve().parent / "results" / "toy_lr_batch_probe.jsonl"
+
+
+def probe_config(a, batch: int, lr: float, tok) -> RunConfig:
+    """One constant-LR short-stage run of the probed shape (Muon + AdamW, as the grid trains)."""
+    ff = a.ff or int(8 * a.d / 3 // 8 * 8)
+    model = {"family": "llama", "vocab_size": tok.vocab_size, "d_model": a.d, "n_layers": a.layers,
+             "n_heads": a.heads, "n_kv_heads": a.kv, "d_ff": ff, "rope_base": 1e4, "max_seq_len": 4096,
+             "tie_embeddings": True}
+    data = {"corpus": "python-stdlib", "corpus_id": corpus_identity("python-stdlib"), "tokenizer": a.tokenizer,
+            "split": "train", "stream": "packed", "seq_len": a.seq_len}
+    tokens_per_step = batch * a.seq_len
+    steps = [max(1, int(round(f * a.tokens / tokens_per_step))) for f in a.at]
+    return RunConfig(model=model, data=data, schedule={"kind": "constant", "lr": lr, "warmup_steps": a.warmup},
+                     n_tokens=a.tokens, batch_size=batch, seed=a.seed, budget="toy", ckpt_steps=tuple(steps),
+                     keep_optimizer="last", label=f"lr-batch probe d{a.d}L{a.layers} b{batch} lr{lr:g}")
+
+
+def measure(run, step: int, last: int, texts, tok, seq_len: int) -> dict:
+    m = run.load_model("final" if step == last else step)
+    loss = position_loss(m, texts, tok, seq_len, (0, seq_len))[0]
+    gains = {str(s): round(copy_gain(m, tok.vocab_size, tok.eos_id, s, 2)["gain"], 3)
+             for s in (seq_len // 4, seq_len // 2)}
+    return {"step": int(step), "heldout_loss": round(loss, 4), "copy_gain": gains}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--d", type=int, default=48)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv", type=int, default=2)
+    p.add_argument("--ff", type=int, default=0)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batches", type=int, nargs="+", default=[8, 32])
+    p.add_argument("--lrs", type=float, nargs="+", default=[3e-3, 1e-2])
+    p.add_argument("--tokens", type=int, default=4_000_000)
+    p.add_argument("--at", type=float, nargs="+", default=[0.125, 0.25, 0.5, 0.75, 1.0],
+                   help="fractions of --tokens at which to measure")
+    p.add_argument("--warmup", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--tokenizer", default="bpe:stdlib-1024")
+    p.add_argument("--run-root", default="/tmp/lr_batch_runs")
+    p.add_argument("--name", default="")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    tok = get_tokenizer(a.tokenizer)
+    texts = build_test_set(get_corpus("python-stdlib"), tok, a.seq_len, 64).texts
+    store = RunStore(a.run_root)
+    for batch in a.batches:
+        for lr in a.lrs:
+            cfg = probe_config(a, batch, lr, tok)
+            t0 = time.time()
+            run = get_or_run(store, cfg, progress=False)
+            wall = time.time() - t0
+            steps = sorted(set(cfg.ckpt_steps) | {cfg.total_steps})
+            out = {"name": a.name, "d": a.d, "layers": a.layers, "heads": a.heads, "kv": a.kv, "seq_len": a.seq_len,
+                   "batch": batch, "lr": lr, "tokens": cfg.realized_tokens, "steps": cfg.total_steps,
+                   "n_params": run.load_model().n_params(non_embedding=True), "wall_s": round(wall, 1),
+                   "threads": a.threads, "run": cfg.hash,
+                   "points": [measure(run, s, cfg.total_steps, texts, tok, a.seq_len) for s in steps]}
+            print(json.dumps(out), flush=True)
+            append_jsonl(OUT, out)
+
+
+if __name__ == "__main__":
+    main()
