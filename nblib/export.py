@@ -31,7 +31,6 @@ load it, and tools that read Hugging Face folders take it as is, e.g.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -49,8 +48,8 @@ from nblib.data.tokenizers import ByteTokenizer
 from nblib.models import build_model
 from nblib.models.hf_twin import HF_ARCHITECTURES, transformers_twin
 from nblib.store.atomic import atomic_write_json, file_mode
-from nblib.store.checkpoint import (CKPT_DIR, CheckpointInfo, checkpoint_of, load_weights, step_dirname,
-                                    verify_checkpoint, weights_sha256)
+from nblib.store.checkpoint import (CKPT_DIR, CheckpointInfo, checkpoint_of, file_sha256, load_weights,
+                                    step_dirname, verify_checkpoint, weights_sha256)
 from nblib.store.runstore import ConfigError, Run, RunConfig
 
 EXPORT_RECORD = "nblib_export.json"
@@ -132,14 +131,6 @@ def load_merged(run: Run, path: str | os.PathLike) -> dict:
 
 def _few(names: list, n: int = 4) -> str:
     return "[" + ", ".join(names[:n]) + (f", ... {len(names) - n} more" if len(names) > n else "") + "]"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------- tokenizer
@@ -250,7 +241,7 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike, step: int | N
                   "weights_sha256": weights_sha256(ckpt.path)}
     else:
         state = load_merged(run, merged)
-        source = {"merged": str(Path(merged).resolve()), "weights_sha256": _sha256(Path(merged))}
+        source = {"merged": str(Path(merged).resolve()), "weights_sha256": file_sha256(Path(merged))}
     model = run.load_model(state_dict=state)
     tok = get_tokenizer(run.config.data["tokenizer"])
     hf = transformers_twin(model, token_ids={"eos_token_id": int(tok.eos_id), "bos_token_id": None,

@@ -317,7 +317,7 @@ def test_cached_evaluation_is_redone_when_the_checkpoint_changes(trained, tmp_pa
     w = load_file(str(ck.weights))
     w[next(iter(w))] += 1.0  # new weights, recorded properly (as a retrained checkpoint would be)
     save_file(w, str(ck.weights))
-    from nblib.store.checkpoint import _sha256
+    from nblib.store.checkpoint import file_sha256 as _sha256
 
     record["files"]["model.safetensors"] = {"sha256": _sha256(ck.weights), "bytes": ck.weights.stat().st_size}
     (ck.path / "COMPLETE.json").write_text(json.dumps(record))

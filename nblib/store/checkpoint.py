@@ -51,7 +51,8 @@ def step_dirname(step: int) -> str:
     return f"step_{step:08d}"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MiB blocks (what COMPLETE.json records per file)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -110,7 +111,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, tokens: int, model_st
             state["optimizers"] = {name: _flatten_optimizer(s, name, tensors) for name, s in optim_states.items()}
             save_safetensors(tensors, tmp / "optim.safetensors", meta)
         (tmp / "state.json").write_text(json.dumps(state, sort_keys=True))
-        files = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in sorted(tmp.iterdir())}
+        files = {p.name: {"sha256": file_sha256(p), "bytes": p.stat().st_size} for p in sorted(tmp.iterdir())}
         for p in tmp.iterdir():
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
@@ -171,7 +172,7 @@ def verify_checkpoint(path: str | os.PathLike, deep: bool = True) -> dict:
         if deep:
             key = _stat_key(f)
             if _VERIFIED.get(key) != info["sha256"]:
-                if _sha256(f) != info["sha256"]:
+                if file_sha256(f) != info["sha256"]:
                     raise CorruptCheckpointError(f"checkpoint {path}: {name} does not match its sha256 (corrupted)")
                 _VERIFIED[key] = info["sha256"]
     return record
