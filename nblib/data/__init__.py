@@ -5,6 +5,7 @@
     train = tokenize_corpus(corpus, tok, "train")      # TokenDocs over np.memmap, cached
     x, y, doc_ids = PackedStream(train, 256, seed=0).batch(step, batch_size)
     x, y, doc_ids = LongMixtureStream(train, 2048, 0, LengthMixture.lccp_32k()).batch(step, batch_size)
+    x, y, doc_ids = SFTPackedStream(read_sft_file(path, sha), 2048, seed=0).batch(step, batch_size)  # SFT
     test = build_test_set(corpus, tok, target_len=2048, n_docs=50)
 
 May import nblib.store (atomic writes, the repository root) and nblib.cli; nothing that trains.
@@ -26,6 +27,8 @@ from nblib.data.corpus import (
     stdlib_files,
     write_stdlib_manifest,
 )
+from nblib.data.sft import (SFTExamples, SFTFileError, SFTPackedStream, file_sha256, read_sft_file, read_sft_info,
+                            resolve_sft_path, write_sft_file)
 from nblib.data.shards import TokenDocs, cache_dir, tokenize_corpus
 from nblib.data.streams import (CopyMixStream, DocStartStream, LengthMixture, LongMixtureStream, PackedStream,
                                 segment_spans)
@@ -34,10 +37,12 @@ from nblib.data.tokenizers import ByteTokenizer, HFTokenizer, load_tokenizer
 
 __all__ = [
     "ByteTokenizer", "CopyMixStream", "Corpus", "DocStartStream", "Document", "HFTokenizer", "LengthMixture", "LongMixtureStream", "PackedStream",
-    "TestSet", "TokenDocs", "build_test_set", "cache_dir", "find_manifest", "in_eval_split", "load_corpus",
+    "SFTExamples", "SFTFileError", "SFTPackedStream", "TestSet", "TokenDocs", "build_test_set", "cache_dir",
+    "find_manifest", "in_eval_split", "load_corpus",
     "load_jsonl", "load_tokenizer", "load_txt_folder", "python_stdlib_corpus", "segment_spans",
     "split_documents", "split_fraction", "stdlib_files", "tokenize_corpus", "truncate_text",
-    "write_stdlib_manifest",
+    "write_stdlib_manifest", "file_sha256", "read_sft_file", "read_sft_info", "resolve_sft_path", "write_sft_file",
+    "sft_stream",
 ]
 
 
@@ -88,10 +93,16 @@ def natural_mixture(tokens, seq_len: int, like: LengthMixture) -> LengthMixture:
 def make_stream(data: dict, seed: int):
     """The training stream a run config's `data` section describes (nblib.store.runstore.RunConfig).
 
-    data: {"corpus": spec, "tokenizer": spec, "split": "train", "stream": "packed" | "long_mixture" | "doc_starts",
+    data: {"corpus": spec, "tokenizer": spec, "split": "train",
+           "stream": "packed" | "long_mixture" | "doc_starts" | "sft",
            "seq_len": T, "mixture": "lccp_32k" | "extension_128k" | "natural" | "natural_128k"
-           (long_mixture only), "copy_fraction": f (optional, CopyMixStream), ...}
+           (long_mixture only), "copy_fraction": f (optional, CopyMixStream),
+           "sft_file": path, "sft_sha256": hex (sft only: the example file and its hash), ...}
     """
+    if data["stream"] == "sft":
+        if data.get("copy_fraction"):
+            raise ValueError("copy_fraction is not allowed with stream 'sft' (synthetic copy rows carry no answer)")
+        return sft_stream(data, seed)
     stream = _base_stream(data, seed)
     frac = data.get("copy_fraction", 0.0)
     if not frac:
@@ -100,6 +111,22 @@ def make_stream(data: dict, seed: int):
     lo, hi = data.get("copy_len", (None, None))
     return CopyMixStream(stream, tok.vocab_size, tok.eos_id, frac, seed, min_len=lo, max_len=hi,
                          vocab=data.get("copy_vocab"))
+
+
+def sft_stream(data: dict, seed: int) -> SFTPackedStream:
+    """The SFT stream of a run config (LCCP paper §5.3, App. A.4): the example file
+    data["sft_file"] (relative paths under `cache_dir()`), checked against data["sft_sha256"]
+    and against the config's tokenizer, packed into rows of data["seq_len"] + 1 tokens."""
+    path = resolve_sft_path(data["sft_file"], cache_dir())
+    examples = read_sft_file(path, data["sft_sha256"])
+    tok = get_tokenizer(data["tokenizer"])
+    made_by = examples.tokenizer
+    vocab_ok = examples.vocab_size <= tok.vocab_size
+    if (made_by and made_by != tok.tokenizer_id) or examples.eos_id != tok.eos_id or not vocab_ok:
+        raise SFTFileError(f"SFT example file {path} was tokenized by {made_by!r} (eos {examples.eos_id}, vocabulary "
+                           f"{examples.vocab_size}) but the run config's tokenizer {data['tokenizer']!r} is "
+                           f"{tok.tokenizer_id!r} (eos {tok.eos_id}, vocabulary {tok.vocab_size})")
+    return SFTPackedStream(examples, int(data["seq_len"]), seed=seed)
 
 
 def _base_stream(data: dict, seed: int):
@@ -120,4 +147,4 @@ def _base_stream(data: dict, seed: int):
         if name not in MIXTURES:
             raise ValueError(f"mixture {name!r}; allowed: {', '.join([*MIXTURES, *NATURAL])}")
         return LongMixtureStream(tokens, T, seed=seed, mixture=MIXTURES[name]())
-    raise ValueError(f"stream {kind!r}; allowed: packed, long_mixture, doc_starts")
+    raise ValueError(f"stream {kind!r}; allowed: packed, long_mixture, doc_starts, sft")

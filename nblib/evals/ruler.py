@@ -411,10 +411,11 @@ def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack
 def predict(model, tokenizer, samples: list[Sample], max_new_tokens: int | None = None) -> list[str]:
     """Greedy continuations of every sample's prompt + answer prefix (RULER decodes greedily),
     through the KV cache, for an nblib model; or any object with `generate_text(text,
-    max_new_tokens) -> str` (`HFModel` wraps a local Hugging Face model that way)."""
+    max_new_tokens) -> str` (`HFModel` wraps a local Hugging Face model that way). Tokens to
+    generate: `max_new_tokens`, else the sample's meta["max_new_tokens"], else RULER's for the task."""
     out = []
     for s in samples:
-        n_new = max_new_tokens or MAX_NEW_TOKENS[s.task]
+        n_new = max_new_tokens or s.meta.get("max_new_tokens") or MAX_NEW_TOKENS[s.task]
         if hasattr(model, "generate_text"):
             out.append(model.generate_text(s.text, n_new))
             continue

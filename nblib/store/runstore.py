@@ -41,11 +41,12 @@ from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, list
 from nblib.store.provenance import REPO_ROOT
 
 DEFAULT_RUN_ROOT = REPO_ROOT / "runs"
-STREAM_KINDS = ("packed", "long_mixture", "doc_starts")
+STREAM_KINDS = ("packed", "long_mixture", "doc_starts", "sft")
 INIT_MODES = ("weights", "continue", "weights+optimizer")
 BUDGET_NAMES = ("smoke", "toy", "full")
 DATA_KEYS = {"corpus": str, "corpus_id": str, "tokenizer": str, "split": str, "stream": str, "seq_len": int,
-             "mixture": str, "doc_isolation": bool, "copy_fraction": float, "copy_len": list, "copy_vocab": int}
+             "mixture": str, "doc_isolation": bool, "copy_fraction": float, "copy_len": list, "copy_vocab": int,
+             "sft_file": str, "sft_sha256": str}
 SCHEDULE_KEYS = {"kind": str, "lr": float, "warmup_steps": int, "decay_frac": float, "final_lr_frac": float}
 OPTIMIZER_KEYS = {"name": str, "weight_decay": float, "clip": float, "betas": list, "muon_adjust_lr": str}
 INIT_KEYS = {"run": str, "step": int, "mode": str, "rope_base": float}
@@ -110,6 +111,15 @@ def check_config(c: "RunConfig") -> None:
     _check_section("data", c.data, DATA_KEYS, required=("corpus", "tokenizer", "stream", "seq_len"))
     _need(c.data["stream"] in STREAM_KINDS, "data.stream", c.data["stream"], ", ".join(STREAM_KINDS))
     _need(c.data["seq_len"] >= 2, "data.seq_len", c.data["seq_len"], "an int >= 2")
+    if c.data["stream"] == "sft":  # the example file and its content hash (nblib.data.sft)
+        _need(bool(c.data.get("sft_file")), "data.sft_file", c.data.get("sft_file"),
+              "the SFT example file (absolute, or relative to the data cache folder)")
+        sha = c.data.get("sft_sha256")
+        _need(isinstance(sha, str) and len(sha) == 64 and all(ch in "0123456789abcdef" for ch in sha),
+              "data.sft_sha256", sha, "the sha256 of the SFT example file (64 lowercase hex digits)")
+    else:
+        extra = sorted(k for k in ("sft_file", "sft_sha256") if k in c.data)
+        _need(not extra, "data keys", extra, "sft_file and sft_sha256 only with stream 'sft'")
     _check_section("schedule", c.schedule, SCHEDULE_KEYS, required=("kind", "lr"))
     _need(c.schedule["kind"] in ("wsd", "linear_decay", "constant"), "schedule.kind", c.schedule["kind"],
           "wsd, linear_decay, constant")
@@ -178,8 +188,9 @@ class RunConfig:
     trained weights, so they are left out of the hash.
 
     model:    {"family": "llama"|"gpt2"|"gemma3", **config fields}
-    data:     {"corpus", "tokenizer", "stream": "packed"|"long_mixture", "seq_len",
-               "mixture": [[edges], [weights]] (long_mixture only), "doc_isolation": bool}
+    data:     {"corpus", "tokenizer", "stream": "packed"|"long_mixture"|"doc_starts"|"sft", "seq_len",
+               "mixture": [[edges], [weights]] (long_mixture only), "doc_isolation": bool,
+               "sft_file": path, "sft_sha256": hex (sft only: nblib.data.sft's example file)}
     schedule: nblib.training.schedules.Schedule fields except total_steps (derived from n_tokens;
               `schedule_of(config)` builds the Schedule)
     init:     None, or {"run": parent hash, "step": int, "mode": "weights"|"continue"|"weights+optimizer",
