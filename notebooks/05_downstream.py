@@ -27,12 +27,15 @@
 #   (Fig. 18).
 #
 # ```{note}
-# This chapter covers RULER along the trajectory (Fig. 7, Fig. 12), the LongPPL and RULER
-# columns of Table 14, and the retrieval heads (Fig. 18). The 4x extension (Fig. 8a, Fig. 13)
-# and the long-context SFT (Fig. 8b, Fig. 14) are not built yet, so their Table 14 columns
-# are empty. Agentic SFT and GAIA, BFCL and τ² need the web and LLM judges, so they are out of
-# scope offline. A user plugs them in at `nblib.evals.ruler.HFModel`, which puts any local
-# Hugging Face model behind the same `generate_text` interface.
+# This chapter covers RULER along the trajectory (Fig. 7, Fig. 12), the retrieval heads
+# (Fig. 18), the 4x extension (Fig. 8a, Fig. 13), long-context SFT with offline benchmark
+# analogues (Fig. 8b, Fig. 14, Fig. 15) and every row of Table 14. Agentic SFT (Fig. 8c,
+# Fig. 16) is out of scope offline: its training data are search-agent and tool-calling
+# trajectories against live services, and GAIA, BFCL-WebSearch and τ²-telecom score a model
+# by letting it browse the web or drive a simulated user through an LLM, none of which a
+# closed machine can run or replace with a faithful generator. A user with those services
+# plugs a model in at `nblib.evals.ruler.HFModel`, which puts any local Hugging Face model
+# behind the same `generate_text` interface.
 # ```
 #
 # **RULER offline** (`nblib.evals.ruler`): all 13 subtasks with RULER's definitions,
@@ -56,8 +59,10 @@ import pandas as pd
 
 from nblib.book import findings
 from nblib.book.chapter import Chapter
-from nblib.lccp import downstream, experiments
+from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
+from nblib.lccp.sft import build_sft_mixture, mixture_summary
+from nblib.training.runner import get_or_run_many
 
 ch = Chapter("05_downstream", budget=budget, seed=seed, run_root=run_root, scale=scale, allowed_scales=("S5",))
 b = ch.budget
@@ -150,15 +155,148 @@ ch.save_figure(fig, "fig18_retrieval_heads", runs=[run])
 # found above 0.1 at the first point, and the number of heads above 0.1 at each point (bars).
 # :::
 #
+# ## Fig. 8a and Fig. 13: RULER after the 4x context extension
+#
+# §5.2: every starting point, Raw and Last4, goes through one fixed extension recipe: ABF
+# from the LCCP RoPE base to the next one, the extension mixture (more long documents,
+# packed documents kept apart by span-based attention), sequences of 4x the LCCP context,
+# the LR from the LCCP constant rate down to a hundredth of it, and the paper's 2.10B tokens
+# at S5 (2.56N) scaled like every other budget here (`nblib.lccp.post_training`). RULER is
+# then run at the extended length, with the same prompts for every model.
+
+# %%
+starts = post_training.start_points(b, run, points)
+ext_cfgs = [post_training.extension_config(b, scale, run.config, s) for s in starts]
+ext_runs = get_or_run_many(ch.store, ext_cfgs, desc="4x extension")
+ext_len = post_training.extended_ruler_len(b)
+ext_suite = post_training.ruler_suite_at(b, ext_len, seed=seed)
+ruler_ext = post_training.ruler_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)}, ext_suite)
+ch.save_table(ruler_ext, "ruler_after_extension", runs=ext_runs)
+print(f"{len(ext_runs)} extension runs of {ext_cfgs[0].total_steps} steps x {ext_cfgs[0].tokens_per_step:,} tokens "
+      f"(RoPE base {b.rope_bases[1]:g} -> {b.rope_bases[2]:g}); RULER at {ext_len} tokens, "
+      f"{sum(isinstance(v, list) for v in ext_suite.values())} of 13 subtasks fit")
+ruler_ext.dropna().groupby(["dl", "protocol"]).score.mean().unstack().round(1)
+
+# %% tags=["remove-output"]
+#| label: cell-ruler-ext
+agg_ext = ruler_ext.dropna().groupby(["dl", "protocol"]).score.mean().unstack().reindex(columns=["Raw", "Last4"])
+per_ext = ruler_ext.dropna().pivot_table(index="task", columns=["protocol", "dl"], values="score")
+fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [1, 1.6]})
+for protocol, c in (("Raw", "tab:gray"), ("Last4", "tab:red")):
+    axes[0].plot(agg_ext.index, agg_ext[protocol], "o-", c=c, label=protocol)
+axes[0].set(xlabel="Dl / N of the starting point", ylabel="RULER, mean over the subtasks that fit",
+            title=f"Fig. 8a: RULER at {ext_len} tokens after the 4x extension")
+axes[0].legend(fontsize=8)
+for i, task in enumerate(per_ext.index):
+    for protocol, c, off in (("Raw", "tab:gray", -0.2), ("Last4", "tab:red", 0.2)):
+        axes[1].scatter(np.full(len(points), i + off), per_ext.loc[task, protocol], c=c,
+                        s=10 + 30 * np.arange(len(points)) / len(points), alpha=0.7, label=protocol if i == 0 else None)
+axes[1].set_xticks(range(len(per_ext.index)), per_ext.index, rotation=45, ha="right", fontsize=8)
+axes[1].set(ylabel="score (x100)", title="Fig. 13: per subtask (larger dots: later starting points)")
+axes[1].legend(fontsize=8)
+ch.save_figure(fig, "fig08a_ruler_after_extension", runs=ext_runs)
+
+# %% [markdown]
+# :::{figure} #cell-ruler-ext
+# :label: fig-ruler-ext
+# RULER at 4x the LCCP context after the same extension recipe from every starting point of
+# the S5 trajectory: the mean over the subtasks that fit (left, Fig. 8a) and each subtask
+# (right, Fig. 13), from the raw checkpoint and from Last4.
+# :::
+#
+# ## Fig. 8b, Fig. 14 and Fig. 15: long-context SFT
+#
+# §5.3: one SFT recipe for every starting point, three data seeds each. The mixture is
+# fixed (Table 10's families, built offline from the corpus's train split by
+# `nblib.lccp.sft`); the loss counts the answer tokens only; examples are packed into
+# sequences of the LCCP context with attention kept inside each example; the LR decays
+# linearly. Fig. 15's check doubles the SFT budget with one seed. The SFT models are scored
+# on offline analogues of the paper's four benchmarks (`nblib.evals.long_benchmarks`:
+# LongBench-style QA and code completion, GraphWalks, LongReason-style puzzles and
+# BABILong-style facts in held-out text), at the SFT context, and averaged with equal weight.
+
+# %%
+mixture = build_sft_mixture(b)
+mixture_summary(mixture)
+
+# %%
+sft_jobs = post_training.sft_start_configs(b, scale, run.config, starts)
+sft_2x_jobs = post_training.sft_start_configs(b, scale, run.config, starts, seeds=(0,), budget_factor=2.0)
+sft_runs = get_or_run_many(ch.store, [c for _, _, c in sft_jobs + sft_2x_jobs], desc="long-context SFT")
+bench_suite = post_training.benchmark_suite(b)
+keyed = {(s["dl"], s["protocol"], sd): r for (s, sd, _), r in zip(sft_jobs, sft_runs)}
+keyed_2x = {(s["dl"], s["protocol"], sd): r for (s, sd, _), r in zip(sft_2x_jobs, sft_runs[len(sft_jobs):])}
+bench = post_training.benchmarks_after(b, keyed, bench_suite)
+bench_2x = post_training.benchmarks_after(b, keyed_2x, bench_suite)
+ch.save_table(bench, "sft_benchmarks", runs=sft_runs)
+ch.save_table(bench_2x, "sft_benchmarks_2x", runs=sft_runs)
+sft_models = post_training.model_averages(bench)
+sft_models_2x = post_training.model_averages(bench_2x)
+pd.DataFrame([{"task": t, "fits": isinstance(v, list), "note": "" if isinstance(v, list) else v[:120]}
+              for t, v in bench_suite.items()]).set_index("task")
+
+# %% tags=["remove-output"]
+#| label: cell-sft
+fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+if len(sft_models):
+    avg = post_training.sft_average(bench)
+    for protocol, c in (("Raw", "tab:gray"), ("Last4", "tab:red")):
+        a = avg.xs(protocol, level="protocol")
+        axes[0].plot(a.index, a["mean"], "o-", c=c, label=protocol)
+        axes[0].fill_between(a.index, a["min"], a["max"], color=c, alpha=0.2)
+    benches = [c for c in sft_models.columns if c not in ("average", "benchmarks")]
+    per_b = sft_models.groupby(["dl", "protocol"])[benches].mean()
+    for j, bench_name in enumerate(benches):
+        for protocol, ls in (("Raw", "--"), ("Last4", "-")):
+            s_ = per_b.xs(protocol, level="protocol")[bench_name]
+            axes[1].plot(s_.index, s_, ls, marker="o", c=f"C{j}", label=f"{bench_name} {protocol}")
+    if len(sft_models_2x):
+        a2 = sft_models_2x.groupby(["dl", "protocol"])["average"].mean()
+        for protocol, c in (("Raw", "tab:gray"), ("Last4", "tab:red")):
+            axes[2].plot(a2.xs(protocol, level="protocol").index, a2.xs(protocol, level="protocol"), "o-", c=c,
+                         label=protocol)
+    for ax in axes:
+        ax.legend(fontsize=7)
+else:
+    for ax in axes:
+        ax.text(0.5, 0.5, "no benchmark task fits\nthis budget's SFT context", ha="center", transform=ax.transAxes)
+axes[0].set(xlabel="Dl / N of the starting point", ylabel="benchmark average (x100)",
+            title="Fig. 8b: after SFT (seed mean, min-max band)")
+axes[1].set(xlabel="Dl / N of the starting point", ylabel="score (x100)", title="Fig. 14: per benchmark (seed mean)")
+axes[2].set(xlabel="Dl / N of the starting point", ylabel="benchmark average (x100)", title="Fig. 15: 2x SFT budget, one seed")
+ch.save_figure(fig, "fig08b_sft_benchmarks", runs=sft_runs)
+
+# %% [markdown]
+# :::{figure} #cell-sft
+# :label: fig-sft
+# Long-context SFT from every starting point of the S5 trajectory, Raw and Last4: the
+# equal-weight benchmark average with the min-max range over three data seeds (left,
+# Fig. 8b), each benchmark (middle, Fig. 14) and the doubled SFT budget with one seed
+# (right, Fig. 15). Benchmarks whose prompts do not fit the SFT context are left out of the
+# average; the table above lists them.
+# :::
+#
+# What the two later stages show at this budget, next to the paper:
+
+# %%
+ch.markdown(findings.post_training_findings(ext_suite, ruler_ext, ext_len, bench_suite, sft_models,
+                                           b.ruler_len or b.long_seq_len))
+
+# %% [markdown]
 # ## Table 14: does merging's advantage survive?
 #
-# Last4 minus Raw at every stage this chapter runs (LongPPL: lower is better; RULER: higher
-# is better).
+# Raw and Last4 means over the starting points, and Delta = Last4 - Raw, at every stage:
+# LCCP (LongPPL: lower is better; RULER: higher is better), after the 4x extension, and
+# after SFT at both budgets (higher is better). The second table gives Delta at each point.
 
 # %%
 longppl = experiments.trajectory_points(ev, run, points, b.s5_ckpt_every)
-t14 = downstream.table14(longppl, ruler)
+sft_frame = sft_models.reset_index() if len(sft_models) else None
+sft_2x_frame = sft_models_2x.reset_index() if len(sft_models_2x) else None
+t14 = downstream.table14(longppl, ruler, ruler_ext, sft_frame, sft_2x_frame)
 ch.save_table(t14, "table14", runs=[run])
+t14_points = downstream.table14_by_point(longppl, ruler, ruler_ext, sft_frame, sft_2x_frame)
+ch.save_table(t14_points, "table14_by_point", runs=[run])
 t14.round(3)
 
 # %% [markdown]

@@ -25,7 +25,16 @@ def test_table14_is_last4_minus_raw():
     longppl = pd.DataFrame({"dl_mult": [1, 1, 2, 2], "rule": ["raw", "last4"] * 2, "longppl": [10.0, 9.0, 8.0, 8.5]})
     ruler = pd.DataFrame({"dl": [1, 1, 1, 1, 2, 2], "protocol": ["Raw", "Raw", "Last4", "Last4", "Raw", "Last4"],
                           "task": ["a", "b", "a", "b", "a", "a"], "score": [10, 20, 30, 40, 5, 5]})
-    t = D.table14(longppl, ruler)
+    t = D.table14_by_point(longppl, ruler)
     assert t["LCCP LongPPL"].tolist() == [-1.0, 0.5]
     assert t["RULER at the LCCP context"].tolist() == [20.0, 0.0]
     assert t["SFT average"].isna().all()
+    # the paper's form: means over the points, Delta = Last4 - Raw, points counted
+    sft = pd.DataFrame({"dl": [1, 1, 1, 1], "protocol": ["Raw", "Raw", "Last4", "Last4"], "seed": [0, 1, 0, 1],
+                        "average": [10.0, 12.0, 13.0, 15.0]})
+    p = D.table14(longppl, ruler, sft=sft)
+    assert p.loc[("LCCP", "LongPPL (lower is better)"), "Raw"] == 9.0
+    assert p.loc[("LCCP", "LongPPL (lower is better)"), "Delta"] == -0.25
+    assert p.loc[("LCCP", "RULER, LCCP context"), "Delta"] == 10.0
+    assert p.loc[("long-context SFT", "benchmark average")].tolist() == [11.0, 14.0, 3.0, 1]
+    assert p.loc[("4x extension", "RULER, extended context"), "points"] == 0

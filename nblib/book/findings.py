@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from nblib.book.paper_values import (BLOG_ATTENTION, BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, BLOG_YARN, HELDOUT_CLAIM,
-                                     RETRIEVAL_HEADS, RULER_SUBTASK_ENDPOINTS, TABLE3_LD, TABLE14_LATER)
+                                     FIG15_AVERAGE, RETRIEVAL_HEADS, RULER_128K_SUBTASKS, RULER_SUBTASK_ENDPOINTS,
+                                     TABLE3_LD, TABLE14_LATER)
 from nblib.stats import paired_bootstrap
 
 
@@ -468,6 +469,49 @@ def _where_b_copies(best_head: str, repeat_beyond: float, first: float, global_l
 # ---------------------------------------------------------------------------------------
 # Chapter 5: downstream validation
 # ---------------------------------------------------------------------------------------
+def post_training_findings(ext_suite: dict, ruler_ext: pd.DataFrame, ext_len: int, bench_suite: dict,
+                           sft_models: pd.DataFrame, bench_len: int) -> str:
+    """What §5.2-5.3's stages show at this budget, next to the paper: RULER after the 4x
+    extension (first and last starting point, Raw and Last4, the single-needle subtasks) and
+    the SFT benchmark average (seed mean and range) from the first to the last point."""
+    fit = [t for t, v in ext_suite.items() if isinstance(v, list)]
+    r = ruler_ext.dropna()
+    single = r[r.task.str.startswith("niah_single")]
+    if single.empty:
+        lines = [f"After the 4x extension, no single-needle RULER subtask fits {ext_len} tokens "
+                 f"({len(fit)} of 13 subtasks fit), so the extended models are not compared here."]
+    else:
+        agg = r.groupby(["dl", "protocol"]).score.mean().unstack()
+        first, last = agg.index.min(), agg.index.max()
+        one = single.groupby(["dl", "protocol"]).score.mean().unstack()
+        lines = [
+            f"After the 4x extension, RULER at {ext_len} tokens ({len(fit)} of 13 subtasks fit): Raw "
+            f"{agg.loc[first, 'Raw']:.1f} -> {agg.loc[last, 'Raw']:.1f}, Last4 {agg.loc[first, 'Last4']:.1f} -> "
+            f"{agg.loc[last, 'Last4']:.1f} from Dl/N = {first:g} to {last:g}; single-needle subtasks: Raw "
+            f"{one.loc[first, 'Raw']:.1f} -> {one.loc[last, 'Raw']:.1f}, Last4 {one.loc[first, 'Last4']:.1f} -> "
+            f"{one.loc[last, 'Last4']:.1f} (paper, RULER-128K 10N -> 120N: "
+            + ", ".join(f"{k} Raw {v['Raw'][0]:g} -> {v['Raw'][1]:g}, Last4 {v['Last4'][0]:g} -> {v['Last4'][1]:g}"
+                        for k, v in RULER_128K_SUBTASKS.items()) + ")."]
+    bfit = [t for t, v in bench_suite.items() if isinstance(v, list)]
+    bskip = [t for t in bench_suite if t not in bfit]
+    if len(sft_models):
+        m = sft_models.reset_index()
+        by = m.groupby(["dl", "protocol"])["average"].agg(["mean", "min", "max"])
+        f0, f1 = by.index.get_level_values(0).min(), by.index.get_level_values(0).max()
+        lines.append(
+            f"After long-context SFT ({m.seed.nunique()} data seeds), the benchmark average at {bench_len} tokens over "
+            f"{int(m['benchmarks'].max())} of 4 benchmarks ({len(bfit)} of {len(bench_suite)} tasks fit"
+            + (f"; {', '.join(bskip)} do not: their templates alone exceed the context" if bskip else "") + "): "
+            + "; ".join(f"{p} {by.loc[(f0, p), 'mean']:.1f} [{by.loc[(f0, p), 'min']:.1f}, {by.loc[(f0, p), 'max']:.1f}] -> "
+                        f"{by.loc[(f1, p), 'mean']:.1f} [{by.loc[(f1, p), 'min']:.1f}, {by.loc[(f1, p), 'max']:.1f}]"
+                        for p in ("Raw", "Last4"))
+            + f" from Dl/N = {f0:g} to {f1:g} (mean [min, max] over seeds; paper, 4.20B SFT 10N -> 120N: "
+            + ", ".join(f"{k} {a:.2f} -> {b:.2f}" for k, (a, b) in FIG15_AVERAGE.items()) + ").")
+    else:
+        lines.append(f"No benchmark task fits {bench_len} tokens, so the SFT models are not scored at this budget.")
+    return _bullets(lines)
+
+
 def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t14: pd.DataFrame,
                         length: int) -> str:
     """Chapter 5's conclusions next to the LCCP paper's: which RULER subtasks fit and where
@@ -492,10 +536,11 @@ def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t
         + "; rising from the first to the last point: " + (", ".join(rising) if rising else "none")
         + " (paper, Last4 5N -> 120N: " + ", ".join(f"{k} {a:.1f} -> {b:.1f}" for k, (a, b) in RULER_SUBTASK_ENDPOINTS.items())
         + ").",
-        "Table 14, Last4 - Raw averaged over the points: LongPPL "
-        f"{t14['LCCP LongPPL'].mean():+.3f}, RULER at the LCCP context {t14['RULER at the LCCP context'].mean():+.2f} "
-        "(paper: Last4 lowers LongPPL and raises RULER-32K during LCCP; after later stages "
-        + ", ".join(f"{k} {v:+.2f}" for k, v in TABLE14_LATER.items()) + "; not run here).",
+        "Table 14, Last4 - Raw (means over the points each stage was run at): " + "; ".join(
+            f"{stage}, {metric}: {row.Delta:+.3f} ({int(row.points)} points)" if row.points else f"{stage}: not run"
+            for (stage, metric), row in t14.iterrows())
+        + " (paper: Last4 lowers LongPPL and raises RULER-32K during LCCP; after later stages "
+        + ", ".join(f"{k} {v:+.2f}" for k, v in TABLE14_LATER.items()) + ").",
         f"Retrieval heads (score > {RETRIEVAL_HEADS['threshold']}) on single-needle prompts: {cnt.iloc[0]} at the first "
         f"point, {cnt.iloc[-1]} at the last (paper: {RETRIEVAL_HEADS['count_start']} -> "
         f"{RETRIEVAL_HEADS['count_end'][0]}-{RETRIEVAL_HEADS['count_end'][1]}); best head {heads.score.max():.2f}.",

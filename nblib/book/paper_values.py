@@ -72,5 +72,10 @@ BLOG_ATTENTION = {"distance": {"A": 132, "B": 81}, "first_position_max": {"A": 0
 # (Last4 - Raw after later stages) and App. D.3 (retrieval heads above 0.1: 10 -> 13-14).
 RULER_SUBTASK_ENDPOINTS = {"niah_multikey_2": (51.20, 71.20), "niah_multivalue": (10.20, 28.75),
                            "niah_multiquery": (18.75, 45.00)}
+# App. C.2 (Fig. 13): RULER-128K after the extension, first (10N) and last (120N) starting point
+RULER_128K_SUBTASKS = {"niah_multikey_2": {"Raw": (5.0, 20.0), "Last4": (8.0, 25.0)},
+                       "niah_multiquery": {"Raw": (23.00, 37.50), "Last4": (26.75, 36.25)}}
+# App. C.3 (Fig. 15): four-benchmark average after the doubled (4.20B) SFT, from 10N to 120N
+FIG15_AVERAGE = {"Raw": (26.40, 29.49), "Last4": (26.49, 29.97)}
 TABLE14_LATER = {"RULER-128K after extension": 0.60, "SFT 2.10B": 0.51, "SFT 4.20B": -0.16, "agentic SFT": 0.15}
 RETRIEVAL_HEADS = {"count_start": 10, "count_end": (13, 14), "threshold": 0.1}

@@ -113,15 +113,46 @@ def retrieval_summary(heads: pd.DataFrame, threshold: float = 0.1) -> pd.DataFra
                          "best head": by.max()})
 
 
-def table14(longppl: pd.DataFrame, ruler: pd.DataFrame) -> pd.DataFrame:
-    """Table 14 (App. D.2): Last4 - Raw at every stage this book runs, per Dl/N point: LCCP
-    LongPPL (lower is better) and mean RULER at the LCCP context (higher is better). The
-    stages the book does not run yet (RULER after 4x extension, SFT) are NaN."""
-    lp = longppl.pivot_table(index="dl_mult", columns="rule", values="longppl")  # experiments.trajectory_points
-    ru = ruler.groupby(["dl", "protocol"]).score.mean().unstack()
-    out = pd.DataFrame({"LCCP LongPPL": (lp["last4"] - lp["raw"]).to_numpy(),
-                        "RULER at the LCCP context": (ru["Last4"] - ru["Raw"]).reindex(lp.index).to_numpy()},
-                       index=pd.Index(lp.index, name="Dl/N"))
-    out["RULER after 4x extension"] = np.nan
-    out["SFT average"] = np.nan
+def _means(frame: pd.DataFrame, index: str, column: str, value: str, raw: str, last4: str) -> pd.DataFrame:
+    """Per point (rows), the Raw and Last4 means of `value` (each point's mean over tasks/seeds)."""
+    t = frame.dropna(subset=[value]).groupby([index, column])[value].mean().unstack()
+    return t.reindex(columns=[raw, last4]).dropna().set_axis(["Raw", "Last4"], axis=1)
+
+
+def table14_by_point(longppl: pd.DataFrame, ruler: pd.DataFrame, ruler_ext: pd.DataFrame | None = None,
+                     sft: pd.DataFrame | None = None, sft_2x: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 14's deltas (Last4 - Raw) at every Dl/N starting point, one column per stage:
+    LCCP LongPPL (lower is better), mean RULER at the LCCP context, mean RULER after the 4x
+    extension, and the SFT benchmark average at both SFT budgets (higher is better; the seed
+    mean). A stage that was not run is NaN. `sft`/`sft_2x`: post_training.model_averages
+    frames reset to columns dl, protocol, seed, average."""
+    lp = _means(longppl, "dl_mult", "rule", "longppl", "raw", "last4")
+    cols = {"LCCP LongPPL": lp, "RULER at the LCCP context": _means(ruler, "dl", "protocol", "score", "Raw", "Last4")}
+    for name, frame, value in (("RULER after 4x extension", ruler_ext, "score"), ("SFT average", sft, "average"),
+                               ("SFT average, 2x budget", sft_2x, "average")):
+        cols[name] = _means(frame, "dl", "protocol", value, "Raw", "Last4") if frame is not None and len(frame) else None
+    out = pd.DataFrame(index=pd.Index(lp.index, name="Dl/N"))
+    for name, t in cols.items():
+        out[name] = (t["Last4"] - t["Raw"]).reindex(out.index) if t is not None else np.nan
     return out
+
+
+def table14(longppl: pd.DataFrame, ruler: pd.DataFrame, ruler_ext: pd.DataFrame | None = None,
+            sft: pd.DataFrame | None = None, sft_2x: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 14 (App. D.2) in the paper's form: one row per training stage and metric, the Raw
+    and Last4 means over the points both were evaluated at, Delta = Last4 - Raw, and how many
+    points went in (0: the stage was not run). Arguments as in `table14_by_point`."""
+    specs = [("LCCP", "LongPPL (lower is better)", longppl, "dl_mult", "rule", "longppl", "raw", "last4"),
+             ("LCCP", "RULER, LCCP context", ruler, "dl", "protocol", "score", "Raw", "Last4"),
+             ("4x extension", "RULER, extended context", ruler_ext, "dl", "protocol", "score", "Raw", "Last4"),
+             ("long-context SFT", "benchmark average", sft, "dl", "protocol", "average", "Raw", "Last4"),
+             ("long-context SFT, 2x budget", "benchmark average", sft_2x, "dl", "protocol", "average", "Raw", "Last4")]
+    rows = []
+    for stage, metric, frame, index, column, value, raw, last4 in specs:
+        t = _means(frame, index, column, value, raw, last4) if frame is not None and len(frame) else None
+        if t is None or t.empty:
+            rows.append({"stage": stage, "metric": metric, "Raw": np.nan, "Last4": np.nan, "Delta": np.nan, "points": 0})
+            continue
+        rows.append({"stage": stage, "metric": metric, "Raw": t["Raw"].mean(), "Last4": t["Last4"].mean(),
+                     "Delta": t["Last4"].mean() - t["Raw"].mean(), "points": len(t)})
+    return pd.DataFrame(rows).set_index(["stage", "metric"])

@@ -530,11 +530,13 @@ def sft_data_config(budget: Budget, mixture: SFTMixture) -> dict:
 
 
 def sft_config(budget: Budget, scale: str, parent_run_config: RunConfig, step: int, seed: int, n_tokens: int,
-               mixture: SFTMixture | None = None) -> RunConfig:
+               mixture: SFTMixture | None = None, average_steps=None) -> RunConfig:
     """Long-context SFT of checkpoint `step` of a run (LCCP paper §5.3, App. A.3): its weights
     (and the RoPE base it was trained with) in a fresh optimizer, the fixed mixture
     (`build_sft_mixture`, built here when not given) in the order of data seed `seed`,
-    linear decay from the LCCP LR to a tenth of it over `n_tokens`, no warmup."""
+    linear decay from the LCCP LR to a tenth of it over `n_tokens`, no warmup.
+    `average_steps` (ending at `step`) starts from their uniform average instead: a
+    Constant-Last4 starting point (§5.3 fine-tunes both Raw and Last4)."""
     if not (isinstance(seed, int) and seed >= 0):
         raise ValueError(f"seed={seed!r} is not allowed; allowed: an int >= 0")
     parent = parent_run_config
@@ -549,18 +551,19 @@ def sft_config(budget: Budget, scale: str, parent_run_config: RunConfig, step: i
         model=dict(parent.model), data=sft_data_config(budget, mixture),
         schedule={"kind": "linear_decay", "lr": spec.lr * 0.1, "final_lr_frac": 0.1},
         n_tokens=int(n_tokens), batch_size=max(1, spec.batch_long // 2), seed=seed, budget=budget.name,
-        init={"run": parent.hash, "step": int(step), "mode": "weights", "rope_base": rope},
-        label=f"{scale} SFT <- {label} @{step} data seed={seed}",
+        init={"run": parent.hash, "step": int(step), "mode": "weights", "rope_base": rope,
+              **({"average_steps": [int(s) for s in average_steps]} if average_steps else {})},
+        label=f"{scale} SFT <- {label} @{step}{' Last4' if average_steps else ''} data seed={seed}",
         meta={"scale": scale, "stage": "sft", "parent": parent.hash, "parent_step": int(step), "data_seed": seed,
               **{k: parent.meta[k] for k in ("ds_mult", "dl_mult") if k in parent.meta}})
 
 
 def sft_configs(budget: Budget, scale: str, parent_run_config: RunConfig, step: int, n_tokens: int,
-                seeds=PAPER_SFT_SEEDS) -> list[RunConfig]:
+                seeds=PAPER_SFT_SEEDS, average_steps=None) -> list[RunConfig]:
     """The SFT runs of one starting checkpoint, one per data seed (§5.3: three seeds, the
     shaded min-max range of Fig. 8b); one mixture file for all of them."""
     mixture = build_sft_mixture(budget)
-    return [sft_config(budget, scale, parent_run_config, step, s, n_tokens, mixture) for s in seeds]
+    return [sft_config(budget, scale, parent_run_config, step, s, n_tokens, mixture, average_steps) for s in seeds]
 
 
 __all__ = ["CATEGORY_WEIGHTS", "FAMILIES", "PAPER_SFT_SEEDS", "TABLE10", "BuildContext", "Family", "FamilyDoesNotFit",

@@ -49,7 +49,7 @@ DATA_KEYS = {"corpus": str, "corpus_id": str, "tokenizer": str, "split": str, "s
              "sft_file": str, "sft_sha256": str}
 SCHEDULE_KEYS = {"kind": str, "lr": float, "warmup_steps": int, "decay_frac": float, "final_lr_frac": float}
 OPTIMIZER_KEYS = {"name": str, "weight_decay": float, "clip": float, "betas": list, "muon_adjust_lr": str}
-INIT_KEYS = {"run": str, "step": int, "mode": str, "rope_base": float}
+INIT_KEYS = {"run": str, "step": int, "mode": str, "rope_base": float, "average_steps": list}
 MUON_ADJUST_LR = ("original", "match_rms_adamw")
 
 
@@ -149,6 +149,10 @@ def check_config(c: "RunConfig") -> None:
         _need(c.init["step"] >= 0, "init.step", c.init["step"], "an int >= 0")
         _need(len(c.init["run"]) == 16 and all(ch in "0123456789abcdef" for ch in c.init["run"]), "init.run",
               c.init["run"], "a run hash (16 hex digits)")
+        avg = c.init.get("average_steps")
+        _need(avg is None or (c.init["mode"] == "weights" and len(avg) >= 1 and list(avg) == sorted(set(avg))
+                              and avg[-1] == c.init["step"] and all(isinstance(s, int) and s >= 0 for s in avg)),
+              "init.average_steps", avg, "None, or (mode 'weights' only) increasing checkpoint steps ending at init.step")
         rb = c.init.get("rope_base")
         _need(rb is None or rb > 1, "init.rope_base", rb, "None or a number > 1")
     _need(c.ckpt_every_tokens is None or (_is(c.ckpt_every_tokens, int) and c.ckpt_every_tokens > 0),
@@ -194,9 +198,10 @@ class RunConfig:
     schedule: nblib.training.schedules.Schedule fields except total_steps (derived from n_tokens;
               `schedule_of(config)` builds the Schedule)
     init:     None, or {"run": parent hash, "step": int, "mode": "weights"|"continue"|"weights+optimizer",
-               "rope_base": float|None}. "weights" loads the parent's weights into a fresh
-               optimizer at step 0 (a new stage, e.g. LCCP from a 4K checkpoint, with ABF
-               via rope_base). "continue" resumes the parent's full training state at that
+               "rope_base": float|None, "average_steps": [int]|None}. "weights" loads the parent's
+               weights into a fresh optimizer at step 0 (a new stage, e.g. LCCP from a 4K
+               checkpoint, with ABF via rope_base); with average_steps, the uniform average of
+               those checkpoints (a Last4 start, LCCP paper §5.2). "continue" resumes the parent's full training state at that
                step (a WSD decay branched from a shared stable run). "weights+optimizer"
                starts a new stage at step 0 with the parent's weights and optimizer state
                (the Gemma blog's YaRN fine-tune: new data, no new warmup).

@@ -353,6 +353,17 @@ def _train(run, log, progress: bool, strategy: str, device: str | None) -> None:
     _finish(run, model, cfg.total_steps, time.time() - t0, log)
 
 
+def average_weights(states: list[dict]) -> dict:
+    """Uniform average of state dicts (Last-M merging, LCCP paper App. B.1, with M = len(states)),
+    accumulated in fp64 and cast back to each tensor's dtype. The merge library
+    (`nblib.lccp.merge.last_m_merge`) computes the same from files; tests/test_post_training.py
+    checks that the two agree."""
+    keys = states[0].keys()
+    if any(s.keys() != keys for s in states):
+        raise ValueError("checkpoints to average do not share the same tensors")
+    return {k: (sum(s[k].double() for s in states) / len(states)).to(states[0][k].dtype) for k in keys}
+
+
 def _apply_init_rope(model, cfg) -> None:
     base = (cfg.init or {}).get("rope_base")
     if base:
@@ -369,6 +380,11 @@ def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]
     ck = parent.checkpoint(int(cfg.init["step"]))
     if cfg.init["mode"] == "weights":
         _apply_init_rope(model, cfg)
+        avg = cfg.init.get("average_steps")
+        if avg:  # a merged start (LCCP paper §5.2-5.3: Constant-Last4 checkpoints extended or fine-tuned)
+            model.load_state_dict(average_weights([load_weights(parent.checkpoint(int(s))) for s in avg]))
+            log.info(f"initialised weights from the uniform average of run {parent.hash} steps {list(avg)}")
+            return 0, None, None
         model.load_state_dict(load_weights(ck))
         log.info(f"initialised weights from run {parent.hash} step {ck.step}")
         return 0, None, None

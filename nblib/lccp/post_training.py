@@ -1,0 +1,183 @@
+"""After LCCP: the 4x context extension (LCCP paper §5.2, App. A.3, Fig. 8a, Fig. 13) and
+long-context SFT (§5.3, App. C.3, Fig. 8b, Fig. 14, Fig. 15) of the S5 Constant trajectory's
+points, each from the Raw checkpoint and from Last4, and their evaluations.
+
+    starts = start_points(budget, run, points)                 # (Dl/N, Raw|Last4) -> init
+    ext = get_or_run_many(store, [extension_config(budget, scale, run.config, s) for s in starts])
+    ruler_ext = ruler_after(budget, dict(zip(keys, ext)), suite) # RULER at the extended length
+    sft = ... sft_config(...) for every start and data seed      # nblib.lccp.sft
+    scores = benchmarks_after(budget, sft_runs, benchmark_suite(budget))
+
+One fixed recipe for every starting point, as the paper applies "the same 128K
+context-extension procedure" and "the same 2.10B-token SFT recipe" to each checkpoint:
+- extension: ABF from the LCCP RoPE base to the next (5e5 -> 5e6 at full), the budget's
+  extension mixture with documents isolated (App. A.3: span-based attention), LR from the
+  LCCP constant rate linearly down to a hundredth of it (§5.2), and 2.10B tokens at S5
+  (2.56N) scaled like every other token multiple of the budget;
+- SFT: nblib.lccp.sft (answer-only loss, packed with per-example attention, linear decay,
+  three data seeds; Fig. 15's doubled budget with one seed).
+Every evaluation is cached in the evaluated run's folder (Run.memo), keyed by its inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+
+from nblib.budgets import PAPER_N, Budget
+from nblib.data import get_corpus, get_tokenizer
+from nblib.evals import long_benchmarks as LB
+from nblib.evals import ruler as R
+from nblib.lccp import experiments, grid
+from nblib.lccp.sft import PAPER_SFT_SEEDS, build_sft_mixture, default_sft_tokens, sft_config
+from nblib.store.runstore import Run, RunConfig
+
+PAPER_EXT_TOKENS = 2.10e9  # §5.2: the 128K extension stage at S5
+PROTOCOLS = ("Raw", "Last4")
+
+
+def start_points(budget: Budget, run: Run, points) -> list[dict]:
+    """The starting checkpoints of §5.2-5.3: for every Dl/N point, the Raw checkpoint and
+    Last4 (the uniform average of the four checkpoints `s5_ckpt_every` apart, App. B.1)."""
+    out = []
+    for dl in points:
+        raw = experiments.step_at(run, dl)
+        last4 = experiments.last4_steps(run, dl, budget.s5_ckpt_every)
+        out.append({"dl": dl, "protocol": "Raw", "step": raw, "average_steps": None})
+        out.append({"dl": dl, "protocol": "Last4", "step": last4[-1], "average_steps": last4})
+    return out
+
+
+def extension_tokens(budget: Budget, scale: str) -> int:
+    """§5.2's 2.10B extension tokens at S5 (2.56N), scaled by the budget's `multiple_scale`,
+    and at least 8 optimizer steps so the recipe is a training stage at every budget."""
+    per_step = _ext_batch(budget, scale) * budget.ext_seq_len
+    tokens = budget.n_tokens(scale, PAPER_EXT_TOKENS / PAPER_N["S5"] * budget.multiple_scale)
+    return max(tokens, 8 * per_step)
+
+
+def _ext_batch(budget: Budget, scale: str) -> int:
+    # tokens per step kept from LCCP where the batch allows: sequences 4x as long, a quarter as many
+    return max(1, budget.scale(scale).batch_long * budget.long_seq_len // budget.ext_seq_len)
+
+
+def extension_config(budget: Budget, scale: str, parent: RunConfig, start: dict) -> RunConfig:
+    """The fixed context-extension recipe (§5.2, App. A.3) from one starting point."""
+    lr0 = budget.scale(scale).lr * 0.1  # the LCCP constant rate (App. A.3: lr_4K / 10)
+    init = {"run": parent.hash, "step": int(start["step"]), "mode": "weights", "rope_base": budget.rope_bases[2]}
+    if start["average_steps"]:
+        init["average_steps"] = [int(s) for s in start["average_steps"]]
+    return RunConfig(
+        model=dict(parent.model), data=grid.data_config(budget, "ext"),
+        schedule={"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.01},
+        n_tokens=extension_tokens(budget, scale), batch_size=_ext_batch(budget, scale), seed=0, budget=budget.name,
+        init=init, label=f"{scale} ext x{budget.ext_seq_len // budget.long_seq_len} <- Dl={start['dl']}N {start['protocol']}",
+        meta={"scale": scale, "stage": "extension", "dl_mult": start["dl"], "protocol": start["protocol"]})
+
+
+def sft_start_configs(budget: Budget, scale: str, parent: RunConfig, starts: list[dict], seeds=PAPER_SFT_SEEDS,
+                      budget_factor: float = 1.0) -> list[tuple[dict, int, RunConfig]]:
+    """(start, data seed, SFT config) for every starting point and seed: the same recipe
+    everywhere (§5.3); `budget_factor` 2 with one seed is Fig. 15's doubled-budget check."""
+    mixture = build_sft_mixture(budget)
+    n = int(round(default_sft_tokens(budget, scale) * budget_factor))
+    return [(s, seed, sft_config(budget, scale, parent, s["step"], seed, n, mixture, s["average_steps"]))
+            for s in starts for seed in seeds]
+
+
+def _key(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def extended_ruler_len(budget: Budget) -> int:
+    """RULER's prompt length after the extension: the LCCP-stage RULER length times the
+    extension factor (§5.2: RULER-32K before, RULER-128K after)."""
+    return (budget.ruler_len or budget.long_seq_len) * budget.ext_seq_len // budget.long_seq_len
+
+
+def ruler_suite_at(budget: Budget, length: int, seed: int = 0) -> dict:
+    """RULER's 13 subtasks at `length` tokens ({task: samples | why it does not fit})."""
+    tok = get_tokenizer(budget.tokenizer)
+    hay = [d.text for d in get_corpus(budget.corpus).split("eval")]
+    out = {}
+    for task in R.TASKS:
+        try:
+            out[task] = R.make_task(task, tok, length, budget.ruler_samples, seed=seed, haystack=hay)
+        except ValueError as e:
+            out[task] = str(e)
+    return out
+
+
+def benchmark_suite(budget: Budget, length: int | None = None, seed: int = 0) -> dict:
+    """The offline LongBench / GraphWalks / LongReason / BABILong tasks (nblib.evals.long_benchmarks)
+    at `length` tokens (default: the LCCP-stage RULER length, which is the SFT context unless
+    the budget sets `ruler_len`), `ruler_samples` each; {task: samples | why it does not fit}."""
+    tok = get_tokenizer(budget.tokenizer)
+    length = length or budget.ruler_len or budget.long_seq_len
+    hay = [d.text for d in get_corpus(budget.corpus).split("eval")]
+    out = {}
+    for task in LB.TASKS:
+        try:
+            out[task] = LB.make_task(task, tok, length, budget.ruler_samples, seed=seed, haystack=hay)
+        except ValueError as e:
+            out[task] = str(e)
+    return out
+
+
+def _score(run: Run, budget: Budget, suite: dict, scorer, tag: str) -> dict:
+    tok = get_tokenizer(budget.tokenizer)
+    key = _key({t: [s.text for s in v] if isinstance(v, list) else v for t, v in suite.items()}
+               | {"_max_new": budget.ruler_max_new})
+    step = run.config.total_steps
+
+    def compute():
+        model = run.load_model()
+        return {t: scorer(v, R.predict(model, tok, v, budget.ruler_max_new)) if isinstance(v, list) else float("nan")
+                for t, v in suite.items()}
+    return run.memo(f"{tag}-{key}", compute, steps=[step])
+
+
+def ruler_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
+    """RULER of each extended model (Fig. 8a, Fig. 13): runs {(dl, protocol): Run};
+    long form, columns dl, protocol, task, score."""
+    rows = []
+    for (dl, protocol), run in runs.items():
+        res = _score(run, budget, suite, R.score_task, "ruler-final")
+        rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
+    return pd.DataFrame(rows)
+
+
+def benchmarks_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
+    """Each SFT model's score on every offline benchmark task (Fig. 14): runs
+    {(dl, protocol, seed): Run}; long form, columns dl, protocol, seed, benchmark, task, score."""
+    bench_of = {t: b for b, ts in LB.BENCHMARKS.items() for t in ts}
+    rows = []
+    for (dl, protocol, seed), run in runs.items():
+        res = _score(run, budget, suite, LB.score_task, "benchmarks-final")
+        rows += [{"dl": dl, "protocol": protocol, "seed": seed, "benchmark": bench_of[t], "task": t,
+                  "score": res[t]} for t in suite]
+    return pd.DataFrame(rows)
+
+
+def model_averages(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per SFT model (Dl/N, protocol, seed): each benchmark's mean over its tasks and their
+    equal-weight average (§5.3, Fig. 8b; `long_benchmarks.benchmark_average`). Where a
+    budget's context fits only some benchmarks, the average is over those, and the column
+    "benchmarks" says how many of the four it covers."""
+    rows = []
+    for (dl, protocol, seed), g in scores.dropna(subset=["score"]).groupby(["dl", "protocol", "seed"]):
+        per_bench = g.groupby("benchmark")["score"].mean()
+        rows.append({"dl": dl, "protocol": protocol, "seed": seed, **per_bench.to_dict(),
+                     "average": float(per_bench.mean()), "benchmarks": len(per_bench)})
+    return pd.DataFrame(rows).set_index(["dl", "protocol", "seed"]) if rows else pd.DataFrame()
+
+
+def sft_average(scores: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 8b: per (Dl/N, protocol), the benchmark average's mean, min and max over the data
+    seeds (the paper's shaded min-max range)."""
+    per_model = model_averages(scores)
+    if per_model.empty:
+        return pd.DataFrame(columns=["mean", "min", "max"])
+    return per_model.groupby(["dl", "protocol"])["average"].agg(["mean", "min", "max"])
