@@ -41,11 +41,14 @@ def probe_config(a, batch: int, lr: float, tok) -> RunConfig:
              "tie_embeddings": True}
     data = {"corpus": "python-stdlib", "corpus_id": corpus_identity("python-stdlib"), "tokenizer": a.tokenizer,
             "split": "train", "stream": "packed", "seq_len": a.seq_len}
+    if a.copy_fraction:  # the copy-rich lever: synthetic repeated segments mixed in (CopyMixStream)
+        data["copy_fraction"] = a.copy_fraction
     tokens_per_step = batch * a.seq_len
     steps = [max(1, int(round(f * a.tokens / tokens_per_step))) for f in a.at]
     return RunConfig(model=model, data=data, schedule={"kind": "constant", "lr": lr, "warmup_steps": a.warmup},
                      n_tokens=a.tokens, batch_size=batch, seed=a.seed, budget="toy", ckpt_steps=tuple(steps),
-                     keep_optimizer="last", label=f"lr-batch probe d{a.d}L{a.layers} b{batch} lr{lr:g}")
+                     keep_optimizer="last", label=f"lr-batch probe d{a.d}L{a.layers} b{batch} lr{lr:g}"
+                     + (f" copy{a.copy_fraction:g}" if a.copy_fraction else ""))
 
 
 def measure(run, step: int, last: int, texts, tok, seq_len: int) -> dict:
@@ -70,6 +73,8 @@ def main(argv=None):
     p.add_argument("--at", type=float, nargs="+", default=[0.125, 0.25, 0.5, 0.75, 1.0],
                    help="fractions of --tokens at which to measure")
     p.add_argument("--warmup", type=int, default=40)
+    p.add_argument("--copy-fraction", type=float, default=0.0,
+                   help="share of training sequences replaced by a repeated random segment")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--tokenizer", default="bpe:stdlib-1024")
@@ -88,7 +93,7 @@ def main(argv=None):
             wall = time.time() - t0
             steps = sorted(set(cfg.ckpt_steps) | {cfg.total_steps})
             out = {"name": a.name, "d": a.d, "layers": a.layers, "heads": a.heads, "kv": a.kv, "seq_len": a.seq_len,
-                   "batch": batch, "lr": lr, "tokens": cfg.realized_tokens, "steps": cfg.total_steps,
+                   "batch": batch, "lr": lr, "copy_fraction": a.copy_fraction, "tokens": cfg.realized_tokens, "steps": cfg.total_steps,
                    "n_params": run.load_model().n_params(non_embedding=True), "wall_s": round(wall, 1),
                    "threads": a.threads, "run": cfg.hash,
                    "points": [measure(run, s, cfg.total_steps, texts, tok, a.seq_len) for s in steps]}

@@ -134,13 +134,16 @@ ch.markdown(findings.toy_levers_markdown(probe_table))
 # never learn to copy, so [chapter 3](03_scaling_law.ipynb)'s law does not extrapolate and
 # RULER stays at 0. The 32-token short context rarely holds a repeat, two layers form no
 # induction circuit, and the stable phase plateaus after 1,000-3,000 steps at 256 tokens per
-# step. A rebuild is under way: a 128-token short context (LCCP at 8x that, 1,024 tokens),
+# step. The rebuild under study: a 128-token short context (LCCP at 8x that, 1,024 tokens),
 # four layers at every scale, and a batch and LR per shape chosen from loss curves.
 # `benchmarks/toy_lr_batch_probe.py` trains one constant-LR short-stage run per (shape,
-# batch, LR) on an equal number of tokens, and measures the held-out loss and the
+# batch, LR) through the real run store and trainer, and measures the held-out loss and the
 # random-segment copy gain (a segment of 32 tokens repeated once: the loss on its first copy
-# minus the loss on its second) at fixed shares of those tokens. These runs are probes, not
-# part of the grid below; their records are in `benchmarks/results/toy_lr_batch_probe.jsonl`.
+# minus the loss on its second) at fixed shares of its tokens. The batch-16 runs at LR 5e-3
+# form a ladder of four widths (d32, d48, d64, d96, 12M tokens each, 8M at d96), plus the
+# copy-mix lever at d32 (5% of the sequences replaced by a repeated random segment). These
+# runs are probes, not part of the grid below; their records are in
+# `benchmarks/results/toy_lr_batch_probe.jsonl`.
 
 # %%
 lr_batch = toy_design.lr_batch_table(
@@ -177,6 +180,41 @@ ch.save_figure(fig, "toy_lr_batch_probe")
 
 # %%
 ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
+
+# %% [markdown]
+# **Does copying survive LCCP, and reach twice the short context?** The rebuilt toy needs
+# every Linear-Decay endpoint at the largest budgets to copy from at least 256 tokens back.
+# `benchmarks/toy_lccp_copy_probe.py` continues the d64 ladder run the way the grid's LCCP
+# does (RoPE base 1e4 -> 5e5, 1,024-token sequences of the length mixture, LR a tenth of the
+# short stage's, constant) and measures the copy gain at 32, 128, 256 and 512 tokens back.
+
+# %%
+lccp_copy = toy_design.lccp_copy_table(
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_copy_probe.jsonl", lines=True))
+ch.save_table(lccp_copy, "toy_lccp_copy_probe")
+lccp_copy.round(3)
+
+# %% [markdown]
+# **What a grid whose every scale copies would cost.** From the ladder: every scale of
+# such a grid must be at least d64-wide (d48 needs 10M tokens), with Ds given in tokens so
+# that the smallest scale still gets its ~4.5M. The table predicts the training time of
+# three such designs on two cores from the FLOPs of each run and the effective FLOP rate the
+# probes measured (one thread per run, the other core busy, as in the book). Evaluation is
+# not included.
+
+# %%
+rates = toy_design.measured_rates(pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lr_batch_probe.jsonl",
+                                               lines=True))
+costs = toy_design.design_costs(float(rates["GFLOP/s"].median()))
+ch.save_table(costs, "toy_copy_grid_costs")
+display(rates.round(1))
+costs.round(1)
+
+# %% [markdown]
+# The ladder's verdict, read from the three tables above:
+
+# %%
+ch.markdown(toy_design.ladder_findings(lr_batch_summary, lccp_copy, costs))
 
 # %% [markdown]
 # ## The metric: LongPPL and ShortPPL (§3.1, §4.1, App. A.1)

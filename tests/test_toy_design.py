@@ -36,3 +36,47 @@ def test_summary_finds_onset_best_and_flat_runs():
     assert "lowest held-out loss after 0.4M tokens is 3.100, at batch 32" in text
     assert "the larger batch wins (8: 3.690, 32: 3.100" in text
     assert "batch 8, LR 0.01 from step 300" in text
+
+
+def test_copy_mix_runs_are_their_own_shape():
+    mixed = dict(_record(8, 1e-2, [4.0, 3.9, 3.8, 3.7], [0.0, 0.0, 0.1, 0.2]), copy_fraction=0.05)
+    t = TD.lr_batch_table(pd.DataFrame([*RECORDS.to_dict("records"), mixed]))
+    assert set(t["shape"]) == {"d48 x 4 layers, 4 heads", "d48 x 4 layers, 4 heads, 5% copy mix"}
+    s = TD.lr_batch_summary(t)
+    assert len(s) == 3  # the mixed run is not averaged into the plain batch-8 run
+
+
+def test_grid_cost_counts_the_papers_stages():
+    gflops = 10.0
+    c = TD.copying_grid_cost([("S1", 48, 4, 4, 2), ("S5", 48, 4, 4, 2)], gflops, (9.0, 18.0), (1.0, 2.0), n_seeds=2)
+    tok = c.set_index(["scale", "stage"])["tokens"]
+    # trunk to 8/9 of the largest Ds, plus a ninth of every Ds for its decay
+    assert tok[("S1", "short (trunk + decays)")] == int(18 * 8 / 9 + 27 / 9)
+    assert tok[("S1", "Linear-Decay LCCP")] == 2 * 3  # every (Ds, Dl)
+    assert tok[("S1", "Constant LCCP")] == 2 * 2 * 2  # seeds x Ds x the largest Dl
+    assert tok[("S5", "Linear-Decay LCCP")] == 1 + 2  # the diagonal
+    assert tok[("S5", "Constant LCCP")] == 2 * 2  # one trajectory of twice the largest Dl
+    # minutes are tokens x FLOPs per token / rate, shared by two cores; LCCP tokens cost more (8x context)
+    f_short = TD._flops(48, 4, 4, 2, 128)
+    row = c[(c.scale == "S1") & (c.stage == "short (trunk + decays)")].iloc[0]
+    assert np.isclose(row["core-minutes"], 19 * f_short / (gflops * 1e9) / 60)
+    assert np.isclose(row["wall minutes (2 cores)"], row["core-minutes"] / 2)
+    assert TD._flops(48, 4, 4, 2, 1024) > f_short
+
+
+def test_lccp_table_and_ladder_verdict():
+    lccp = TD.lccp_copy_table(pd.DataFrame([{
+        "parent": "x", "d": 64, "layers": 4, "n_params": 5, "long_seq_len": 1024, "rope_base": 5e5,
+        "points": [{"step": 0, "tokens": 0, "copy_gain": {"32": 2.0, "128": 1.0, "256": 0.8, "512": 0.3}},
+                   {"step": 10, "tokens": 1000, "copy_gain": {"32": 2.5, "128": 1.5, "256": 1.2, "512": 0.4}}]}]))
+    assert lccp.loc[("d64 x 4 layers", 1000), "copy gain @256"] == 1.2
+    summary = TD.lr_batch_summary(TD.lr_batch_table(pd.DataFrame([
+        {**_record(16, 5e-3, [4.0, 3.8, 3.7, 3.6], [0.1, 0.5, 1.2, 1.5]), "d": 64, "n_params": 2000},
+        {**_record(16, 5e-3, [4.0, 3.8, 3.7, 3.6], [0.1, 0.1, 0.2, 0.2]), "d": 32, "n_params": 500}])))
+    costs = pd.DataFrame({"short (trunk + decays) (min)": [30.0], "total (min, 2 cores)": [120.0]},
+                         index=pd.Index(["a"], name="design"))
+    text = TD.ladder_findings(summary, lccp, costs, budget_min=60)
+    assert "(N 2,000) from 0.6M tokens (step 300)" in text  # 300 steps x 16 x 128
+    assert "(N 500) not within 1M tokens (largest gain 0.20)" in text
+    assert "0.80 (before LCCP) -> 1.20" in text and "LCCP carries copying to twice the short context" in text
+    assert "2.0x over the budget" in text and "75% of it" in text

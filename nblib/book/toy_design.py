@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
+
+from nblib.models import build_model
 
 COPY_THRESHOLD = 1.0  # nats: the issue's bar for "copies" (random-segment copy gain)
 
@@ -21,10 +24,13 @@ def lr_batch_table(records: pd.DataFrame) -> pd.DataFrame:
     tokens, held-out loss and the copy gains at a quarter and a half of the context."""
     rows = []
     for r in records.itertuples(index=False):
+        mix = getattr(r, "copy_fraction", 0.0)
+        mix = 0.0 if mix is None or mix != mix else float(mix)  # records before the copy-mix lever: none
         for p in r.points:
             gains = {int(k): v for k, v in p["copy_gain"].items()}
             near, far = sorted(gains)
-            rows.append({"shape": f"d{r.d} x {r.layers} layers, {r.heads} heads", "N (non-emb.)": r.n_params,
+            rows.append({"shape": f"d{r.d} x {r.layers} layers, {r.heads} heads"
+                         + (f", {mix:.0%} copy mix" if mix else ""), "N (non-emb.)": r.n_params,
                          "context": r.seq_len, "batch": r.batch, "tokens/step": r.batch * r.seq_len, "LR": r.lr,
                          "step": p["step"], "tokens": p["step"] * r.batch * r.seq_len,
                          "held-out loss": p["heldout_loss"], f"copy gain @{near}": gains[near],
@@ -82,3 +88,136 @@ def lr_batch_findings(summary: pd.DataFrame, threshold: float = COPY_THRESHOLD) 
                 f"batch {int(r.batch)} / LR {r.LR:g}" for _, r in flat.iterrows()))
         lines.append("- " + "; ".join(parts) + ".")
     return "\n".join(lines)
+
+
+def lccp_copy_table(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (parent shape, LCCP tokens) of `benchmarks/toy_lccp_copy_probe.py`: the
+    random-segment copy gain at each measured distance, in short contexts (0 tokens: the
+    parent's weights with the LCCP RoPE base, before any LCCP step)."""
+    rows = []
+    for r in records.itertuples(index=False):
+        for p in r.points:
+            row = {"parent": f"d{r.d} x {r.layers} layers", "N (non-emb.)": r.n_params, "LCCP context": r.long_seq_len,
+                   "RoPE base": r.rope_base, "LCCP tokens": p["tokens"], "LCCP steps": p["step"]}
+            for dist, g in sorted(p["copy_gain"].items(), key=lambda kv: int(kv[0])):
+                row[f"copy gain @{int(dist)}"] = g
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["parent", "LCCP tokens"])
+
+
+def measured_rates(records: pd.DataFrame) -> pd.DataFrame:
+    """Training throughput of each probed shape, read off its probe record (tokens / wall
+    seconds of the whole run, one thread, with the other core busy as in the book), and the
+    effective FLOP rate it implies (the model's analytic training FLOPs per token)."""
+    rows = []
+    for r in records.itertuples(index=False):
+        if not getattr(r, "wall_s", 0) or r.wall_s < 30:  # cached or too short to time
+            continue
+        f = _flops(r.d, r.layers, r.heads, r.kv, r.seq_len)
+        rows.append({"shape": f"d{r.d} x {r.layers} layers, {r.heads} heads", "d": r.d, "context": r.seq_len,
+                     "tokens/s": r.tokens / r.wall_s, "GFLOP/s": r.tokens / r.wall_s * f / 1e9})
+    return pd.DataFrame(rows).groupby(["shape", "d", "context"], as_index=False).max()
+
+
+def _flops(d, layers, heads, kv, seq_len, vocab=1024):
+    cfg = dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv,
+               d_ff=int(8 * d / 3 // 8 * 8), rope_base=1e4, max_seq_len=4096, tie_embeddings=True)
+    with torch.device("meta"):
+        return build_model("llama", cfg).flops_per_token(seq_len)
+
+
+def copying_grid_cost(shapes: list[tuple], gflops: float, ds_tokens: tuple, dl_tokens: tuple,
+                      short: int = 128, n_seeds: int = 2, s5_trajectory: float | None = None,
+                      cores: int = 2) -> pd.DataFrame:
+    """Predicted training wall time, on `cores` cores at `gflops` effective GFLOP/s each, of
+    a Part 1 grid with Ds and Dl given in tokens (the same at every scale, so every scale gets
+    the steps it needs to copy) and the LCCP context 8x `short`:
+
+    - short stage (§3.1, App. A.3): a stable trunk to 8/9 of the largest Ds per scale, plus a
+      decay of Ds/9 for every Ds;
+    - Linear-Decay LCCP: every (Ds, Dl) at S1-S4, the diagonal (i-th Ds with i-th Dl) at S5;
+    - Constant LCCP (§4.1): `n_seeds` trajectories to the largest Dl per (scale, Ds) at
+      S1-S4, and one S5 trajectory of `s5_trajectory` tokens (default: twice the largest Dl).
+
+    `shapes`: [(scale, d, layers, heads, kv)]. One row per scale and stage: tokens and minutes.
+    """
+    s5_traj = s5_trajectory if s5_trajectory is not None else 2 * max(dl_tokens)
+    rows = []
+    for scale, d, layers, heads, kv in shapes:
+        fs, fl = (_flops(d, layers, heads, kv, t) for t in (short, 8 * short))
+        stages = {"short (trunk + decays)": (max(ds_tokens) * 8 / 9 + sum(ds_tokens) / 9, fs)}
+        if scale == "S5":
+            stages["Linear-Decay LCCP"] = (sum(dl_tokens[:len(ds_tokens)]), fl)
+            stages["Constant LCCP"] = (s5_traj, fl)
+        else:
+            stages["Linear-Decay LCCP"] = (len(ds_tokens) * sum(dl_tokens), fl)
+            stages["Constant LCCP"] = (n_seeds * len(ds_tokens) * max(dl_tokens), fl)
+        for stage, (tokens, f) in stages.items():
+            rows.append({"scale": scale, "shape": f"d{d} x {layers} layers", "stage": stage, "tokens": int(tokens),
+                         "core-minutes": tokens * f / (gflops * 1e9) / 60})
+    out = pd.DataFrame(rows)
+    out["wall minutes (2 cores)"] = out["core-minutes"] / cores
+    return out
+
+
+# The designs whose cost the ladder predicts: five depth-4 scales each, Ds and Dl in tokens
+# (the same at every scale, so the smallest model gets the steps it needs to copy; the law is
+# fitted on tokens, so nothing in it needs Ds to be a multiple of N). Widths and head counts
+# keep heads of 16 dimensions or fewer, as the probed shapes do.
+COPY_DESIGNS = {
+    "3x3, d64-d96": ([("S1", 64, 4, 4, 2), ("S2", 72, 4, 4, 2), ("S3", 80, 4, 4, 2), ("S4", 88, 4, 4, 2),
+                      ("S5", 96, 4, 6, 2)], (3e6, 4.5e6, 6e6), (0.33e6, 0.67e6, 1e6)),
+    "5x5, d64-d96": ([("S1", 64, 4, 4, 2), ("S2", 72, 4, 4, 2), ("S3", 80, 4, 4, 2), ("S4", 88, 4, 4, 2),
+                      ("S5", 96, 4, 6, 2)], (2e6, 3e6, 4e6, 5e6, 6e6), (0.2e6, 0.4e6, 0.6e6, 0.8e6, 1e6)),
+    "3x3, d48-d96": ([("S1", 48, 4, 4, 2), ("S2", 56, 4, 4, 2), ("S3", 64, 4, 4, 2), ("S4", 80, 4, 4, 2),
+                      ("S5", 96, 4, 6, 2)], (6e6, 9e6, 12e6), (0.67e6, 1.33e6, 2e6)),
+}
+
+
+def design_costs(gflops: float, designs: dict = COPY_DESIGNS) -> pd.DataFrame:
+    """`copying_grid_cost` of each design, summed per stage: one row per design, minutes of
+    training on two cores (evaluation not included)."""
+    rows = []
+    for name, (shapes, ds, dl) in designs.items():
+        c = copying_grid_cost(shapes, gflops, ds, dl)
+        per = c.groupby("stage")["wall minutes (2 cores)"].sum()
+        rows.append({"design": name, "Ds (M tokens)": ", ".join(f"{d / 1e6:g}" for d in ds),
+                     "Dl (M tokens)": ", ".join(f"{d / 1e6:g}" for d in dl), "training tokens (M)": c["tokens"].sum() / 1e6,
+                     **{f"{k} (min)": v for k, v in per.items()}, "total (min, 2 cores)": per.sum()})
+    return pd.DataFrame(rows).set_index("design")
+
+
+def ladder_findings(summary: pd.DataFrame, lccp: pd.DataFrame, costs: pd.DataFrame, budget_min: float = 60.0,
+                    threshold: float = COPY_THRESHOLD) -> str:
+    """The ladder's verdict as Markdown bullets, every number read from its tables: where
+    copying starts per width (the batch-16 runs), what the copy-mix lever did, whether LCCP
+    carries copying to twice the short context, and what a copying grid would cost."""
+    near = next(c for c in summary.columns if c.startswith("max copy gain @"))
+    lad = summary[(summary["batch"] == 16)].sort_values("N (non-emb.)")
+    onset = []
+    for _, r in lad.iterrows():
+        if r["copies from tokens"] == r["copies from tokens"]:
+            onset.append(f"{r['shape']} (N {int(r['N (non-emb.)']):,}) from {r['copies from tokens'] / 1e6:.1f}M tokens "
+                         f"(step {int(r['copies from step']):,})")
+        else:
+            onset.append(f"{r['shape']} (N {int(r['N (non-emb.)']):,}) not within {r['tokens'] / 1e6:.0f}M tokens "
+                         f"(largest gain {r[near]:.2f})")
+    lines = [f"Copy onset (random-segment gain >= {threshold:g} nat at a quarter of the 128-token context; batch "
+             "16 x 128, LR 5e-3, constant): " + "; ".join(onset) + ". Wider models start sooner in tokens and in steps."]
+    for parent, g in lccp.groupby(level="parent", sort=False):
+        g = g.droplevel("parent")
+        far = [c for c in g.columns if c.startswith("copy gain @")]
+        two = far[-2]  # twice the short context
+        lines.append(f"LCCP from {parent} (context {int(g['LCCP context'].iloc[0])}, RoPE base "
+                     f"{g['RoPE base'].iloc[0]:g}): the gain {two.replace('copy gain ', '')} goes "
+                     f"{g[two].iloc[0]:.2f} (before LCCP) -> {g[two].iloc[-1]:.2f} after {g.index[-1] / 1e6:.1f}M tokens, "
+                     f"while {far[1].replace('copy gain ', '')} goes {g[far[1]].iloc[0]:.2f} -> {g[far[1]].iloc[-1]:.2f}: "
+                     + ("LCCP carries copying to twice the short context." if g[two].iloc[-1] >= threshold else
+                        "copying does not reach twice the short context within these LCCP tokens."))
+    total = costs["total (min, 2 cores)"]
+    lines.append("Predicted training time of a grid whose every scale copies (Ds and Dl in tokens, the measured "
+                 "effective FLOP rate): " + "; ".join(f"{k} {v:.0f} min" for k, v in total.items())
+                 + f", against {budget_min:.0f} min for chapters 1-5 with evaluation. The cheapest is "
+                 f"{total.min() / budget_min:.1f}x over the budget, and LCCP at the 8x context is "
+                 f"{(1 - costs.loc[total.idxmin(), 'short (trunk + decays) (min)'] / total.min()):.0%} of it.")
+    return "\n".join(f"- {line}" for line in lines)

@@ -1,0 +1,105 @@
+"""Does copying learned at the short context carry to twice that distance after LCCP?
+(chapter 2, "toy budget": the rung of the ladder behind issue "Part 1 at toy on models that copy").
+
+The rebuilt toy needs every Linear-Decay endpoint at the largest Ds and Dl to copy from at
+least twice the short context back. This probe takes one short-stage run of
+`toy_lr_batch_probe.py` (the same scratch store, --run-root), continues it the way the grid's
+LCCP does (LCCP paper §3.1, App. A.3: RoPE base raised 1e4 -> 5e5 by ABF, sequences of 8x the
+short context from the length mixture, LR a tenth of the short stage's), and measures the
+random-segment copy gain (nblib.metrics.probes.copy_gain) at distances of 1/4, 1, 2 and 4
+short contexts, before LCCP (the new base applied to the old weights) and at fixed token
+counts of it. One JSON line per run goes to benchmarks/results/toy_lccp_copy_probe.jsonl.
+
+    python benchmarks/toy_lccp_copy_probe.py --parent-d 64 --parent-heads 4 --parent-kv 2 \
+        --parent-tokens 12000000 --dl 250000 500000 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from toy_lr_batch_probe import probe_config  # noqa: E402
+
+from nblib.data import corpus_identity, get_tokenizer  # noqa: E402
+from nblib.metrics.probes import copy_gain  # noqa: E402
+from nblib.store.atomic import append_jsonl  # noqa: E402
+from nblib.store.runstore import RunConfig, RunStore  # noqa: E402
+from nblib.training.runner import get_or_run  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "toy_lccp_copy_probe.jsonl"
+
+
+def gains(model, tok, short: int) -> dict:
+    return {str(s): round(copy_gain(model, tok.vocab_size, tok.eos_id, s, 2, n_seqs=16)["gain"], 3)
+            for s in (short // 4, short, 2 * short, 4 * short)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--parent-d", type=int, default=64)
+    p.add_argument("--parent-layers", type=int, default=4)
+    p.add_argument("--parent-heads", type=int, default=4)
+    p.add_argument("--parent-kv", type=int, default=2)
+    p.add_argument("--parent-batch", type=int, default=16)
+    p.add_argument("--parent-lr", type=float, default=5e-3)
+    p.add_argument("--parent-tokens", type=int, default=12_000_000)
+    p.add_argument("--parent-at", type=float, nargs="+", default=[0.0625, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
+                   help="the parent probe's --at (its checkpoint steps are part of its config)")
+    p.add_argument("--seq-len", type=int, default=128, help="the short context")
+    p.add_argument("--dl", type=int, nargs="+", default=[250_000, 500_000, 1_000_000], help="LCCP tokens to measure at")
+    p.add_argument("--batch", type=int, default=2, help="LCCP sequences of 8 x seq-len per step")
+    p.add_argument("--rope-base", type=float, default=5e5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--tokenizer", default="bpe:stdlib-1024")
+    p.add_argument("--run-root", default="/tmp/lr_batch_runs")
+    p.add_argument("--name", default="")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    tok = get_tokenizer(a.tokenizer)
+    store = RunStore(a.run_root)
+    shape = argparse.Namespace(d=a.parent_d, layers=a.parent_layers, heads=a.parent_heads, kv=a.parent_kv, ff=0,
+                               seq_len=a.seq_len, tokens=a.parent_tokens, at=a.parent_at, warmup=40, seed=0,
+                               tokenizer=a.tokenizer, copy_fraction=0.0)
+    parent_cfg = probe_config(shape, a.parent_batch, a.parent_lr, tok)
+    parent = store.run(parent_cfg)
+    if not parent.is_complete():
+        raise SystemExit(f"parent run {parent_cfg.hash} ({parent_cfg.label}) is not in {a.run_root}: "
+                         "train it with toy_lr_batch_probe.py first")
+    long_len = 8 * a.seq_len
+    tps = a.batch * long_len
+    steps = sorted({max(1, round(t / tps)) for t in a.dl})
+    cfg = RunConfig(
+        model=parent_cfg.model,
+        data={"corpus": "python-stdlib", "corpus_id": corpus_identity("python-stdlib"), "tokenizer": a.tokenizer,
+              "split": "train", "stream": "long_mixture", "seq_len": long_len, "mixture": "natural"},
+        schedule={"kind": "constant", "lr": a.parent_lr / 10}, n_tokens=steps[-1] * tps, batch_size=a.batch,
+        seed=0, budget="toy", ckpt_steps=tuple(steps[:-1]), keep_optimizer="last",
+        init={"run": parent_cfg.hash, "step": parent_cfg.total_steps, "mode": "weights", "rope_base": a.rope_base},
+        label=f"lccp copy probe d{a.parent_d}L{a.parent_layers}")
+    before = parent.load_model()
+    before.set_rope_base(a.rope_base)  # ABF on the old weights: the zero-shot starting point
+    points = [{"step": 0, "tokens": 0, "copy_gain": gains(before, tok, a.seq_len)}]
+    t0 = time.time()
+    run = get_or_run(store, cfg, progress=False)
+    wall = time.time() - t0
+    for s in steps:
+        m = run.load_model("final" if s == cfg.total_steps else s)
+        points.append({"step": s, "tokens": s * tps, "copy_gain": gains(m, tok, a.seq_len)})
+    out = {"name": a.name, "parent": parent_cfg.label, "parent_run": parent_cfg.hash, "d": a.parent_d,
+           "layers": a.parent_layers, "short_seq_len": a.seq_len, "long_seq_len": long_len, "batch": a.batch,
+           "lr": a.parent_lr / 10, "rope_base": a.rope_base, "n_params": before.n_params(non_embedding=True),
+           "wall_s": round(wall, 1), "run": cfg.hash, "points": points}
+    print(json.dumps(out), flush=True)
+    append_jsonl(OUT, out)
+
+
+if __name__ == "__main__":
+    main()
