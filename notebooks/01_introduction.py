@@ -31,8 +31,9 @@
 #    average of the last four checkpoints) tracks the budget-matched Linear-Decay run, and
 #    with Eq. 2 early checkpoints predict a trajectory's future. [Chapter 4](04_constant_last4.ipynb).
 # 3. *Validating.* The LongPPL gains carry over to RULER, to 128K context extension and to
-#    SFT. [Chapter 5](05_downstream.ipynb) runs RULER offline along the S5 trajectory, Table 14's
-#    LCCP columns and the retrieval heads; the extension and SFT stages are not built yet.
+#    SFT. [Chapter 5](05_downstream.ipynb) runs RULER offline along the S5 trajectory, the
+#    retrieval heads, a 4x context extension with RULER after it, long-context SFT scored on
+#    offline analogues of LongBench, GraphWalks, LongReason and BABILong, and Table 14.
 #
 # **"GPT-2 (124M) to Gemma 3-style (113M), Part 2"** (below, *the Gemma blog*) compares a GPT-2 (Model A)
 # and a Gemma 3-style model (Model B) at inference time: the KV cache and its benchmark, how

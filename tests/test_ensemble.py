@@ -104,8 +104,11 @@ def test_other_families_match_their_solo_runs(tmp_path, model):
         run, ref = ens.run(c), get_or_run(RunStore(tmp_path / "solo"), c, progress=False)
         a, b = train_losses(run), train_losses(ref)
         np.testing.assert_allclose(a["loss"].values, b["loss"].values, rtol=1e-4, atol=0)
-        with torch.no_grad():  # measured: 2e-6 (GPT-2), 2.5e-5 (Gemma 3) on logits of size ~5
-            torch.testing.assert_close(run.load_model()(x)[0], ref.load_model()(x)[0], atol=1e-4, rtol=0)
+        # Logits of size ~5 after 25-30 steps: measured 2e-6 (GPT-2) and 2.5e-5 (Gemma 3) on one
+        # machine, 3.8e-4 (Gemma 3) on another of the same kind, where the same rounding
+        # differences are amplified by training. The loss curves above are the contract.
+        with torch.no_grad():
+            torch.testing.assert_close(run.load_model()(x)[0], ref.load_model()(x)[0], atol=2e-3, rtol=0)
         wa, wb = final_weights(run), final_weights(ref)
         for k in wa:
             if k.endswith("c_attn.bias"):

@@ -92,3 +92,34 @@ def test_paired_bootstrap_rejects_bad_input():
         paired_bootstrap([1, 2, 3], [1, 2, 4], n_boot=10)
     with pytest.raises(ValueError, match="NaN"):
         paired_bootstrap([1, np.nan, 3], [1, 2, 4])
+
+
+def test_all_global_variant_is_model_b_with_no_window():
+    b_cfg = pair.pair_configs(get_budget("toy"))["B"]
+    g_cfg = pair.all_global_config(get_budget("toy"))
+    assert {k: v for k, v in g_cfg.model.items() if k != "global_every"} == b_cfg.model
+    assert g_cfg.data == b_cfg.data and g_cfg.schedule == b_cfg.schedule and g_cfg.n_tokens == b_cfg.n_tokens
+    b, g = meta("gemma3", {k: v for k, v in b_cfg.model.items() if k != "family"}), \
+        meta("gemma3", {k: v for k, v in g_cfg.model.items() if k != "family"})
+    assert b.layer_windows.count(None) == 1 and g.layer_windows == [None] * g.config.n_layers
+    assert b.n_params() == g.n_params()  # the same weights; only the attention mask differs
+
+
+def test_breakdown_measures_match_closed_forms():
+    from nblib.gemma import extension as X
+
+    rng = np.random.default_rng(0)
+    L, n = 16, 200
+    base = rng.normal(3.0, 0.1, (n, 4 * L))
+    plain, yarn, tuned = base.copy(), base.copy(), base.copy()
+    plain[:, L:] += 1.0  # every position past L costs 1 nat more
+    yarn[:, L:] += 0.4
+    tuned[:, L:] += 0.1
+    t = X.breakdown_table({"plain": plain, "yarn": yarn}, L, (1, 4))
+    assert np.isclose(t.loc["plain", "ppl 4L / ppl L"], np.exp(plain.mean()) / np.exp(plain[:, :L].mean()))
+    iv = X.breakdown_intervals({"plain": plain, "yarn": yarn, "tuned": tuned}, L, 4, "plain", "yarn", "tuned")
+    rise, rec, more = iv["nats/token"]
+    assert np.isclose(rise, plain.mean() - plain[:, :L].mean())  # ~ 3/4 of 1 nat plus noise
+    assert np.isclose(rec, 0.75 * 0.6) and np.isclose(more, 0.75 * 0.3)  # exact: same base
+    assert np.isclose(iv["share of the rise"].iloc[1], rec / rise)
+    assert (iv["95% lo"] <= iv["nats/token"]).all() and (iv["nats/token"] <= iv["95% hi"]).all()

@@ -344,6 +344,34 @@ def position_findings(counts: pd.DataFrame, slow: pd.DataFrame, slow_untrained: 
 # ---------------------------------------------------------------------------------------
 # Chapter 9: YaRN
 # ---------------------------------------------------------------------------------------
+def rope_breakdown_findings(breakdown: pd.DataFrame, intervals: pd.DataFrame, s: int, bar: float = 1.5) -> str:
+    """Chapter 9's all-global control next to the blog: for Model B and its all-global
+    variant, plain RoPE's page perplexity at sL and 2sL against L (the blog: 20.6 -> 37.7,
+    1.83x), whether that is a breakdown (>= `bar` x), and what zero-shot YaRN and the
+    fine-tune recover of the rise, with their intervals."""
+    blog = BLOG_YARN["page"]["plain RoPE"] / BLOG_YARN["first L"]["plain RoPE"]
+    lines = []
+    for fam in dict.fromkeys(intervals.index.get_level_values("model")):
+        row = breakdown.loc[f"{fam}: plain RoPE"]
+        r1, r2 = row[f"ppl {s}L / ppl L"], row[f"ppl {2 * s}L / ppl L"]
+        iv = intervals.loc[(fam, f"{s}L")]
+        rise, rec = iv.iloc[0], iv.iloc[1]
+        text = (f"**{fam}**, plain RoPE: page perplexity {row['ppl at 1L']:.2f} at L, {row[f'ppl at {s}L']:.2f} at {s}L "
+                f"({r1:.2f}x) and {row[f'ppl at {2 * s}L']:.2f} at {2 * s}L ({r2:.2f}x); "
+                + (f"it breaks past L (>= {bar:g}x at {s}L). " if r1 >= bar else f"no breakdown at {s}L (below {bar:g}x). ")
+                + f"The rise at {s}L is {rise['nats/token']:+.3f} nats/token [{rise['95% lo']:+.3f}, {rise['95% hi']:+.3f}]; "
+                f"zero-shot YaRN x{s} recovers {rec['nats/token']:+.3f} [{rec['95% lo']:+.3f}, {rec['95% hi']:+.3f}]"
+                + (f", {rec['share of the rise']:.0%} of it" if rise["nats/token"] > 0 else ""))
+        if len(iv) > 2:
+            ft = iv.iloc[2]
+            text += f", and the fine-tune {ft['nats/token']:+.3f} [{ft['95% lo']:+.3f}, {ft['95% hi']:+.3f}] more"
+        lines.append(text + ".")
+    lines.append(f"The blog's Model B: {BLOG_YARN['first L']['plain RoPE']} at L and {BLOG_YARN['page']['plain RoPE']} "
+                 f"at 4L ({blog:.2f}x); zero-shot YaRN {BLOG_YARN['page']['zero-shot YaRN']}, fine-tuned "
+                 f"{BLOG_YARN['page']['YaRN fine-tuned']}.")
+    return _bullets(lines)
+
+
 def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFrame, snaps: pd.DataFrame,
                   whole_vs_window: pd.DataFrame, passkey: pd.DataFrame, L: int, sL: int, budget: str) -> str:
     """Chapter 9's conclusions next to the Gemma blog's: the breakdown of plain RoPE past L,

@@ -132,6 +132,10 @@ PAPER_MAP = [
      "nblib.gemma.extension.page_nll; nblib.gemma.extension.ppl_by_length; nblib.gemma.extension.loss_by_position", "09_yarn", "done"),
     (W2, "YaRN intervals", "paired bootstrap 95% intervals over pages for the stated differences",
      "nblib.gemma.extension.extension_intervals; nblib.stats.paired_bootstrap", "09_yarn", "done"),
+    (W2, "RoPE breakdown past L (control)", "Model B and an all-global Model B on pages of 2sL: plain RoPE, "
+     "zero-shot YaRN at s and 2s, fine-tuned; rise past L and its recovery with paired intervals",
+     "nblib.gemma.pair.all_global_config; nblib.gemma.extension.breakdown_table; "
+     "nblib.gemma.extension.breakdown_intervals", "09_yarn", "done (toy: see chapter 9 for whether it breaks)"),
     (W2, "Snapshot curve", "whole-page and first-L ppl per fine-tune snapshot", "nblib.gemma.extension.page_nll_cached",
      "09_yarn", "done"),
     (W2, "Whole page vs last L (beyond)", "the blog's unrun check: last tokens scored with the whole page and "

@@ -210,3 +210,62 @@ def extension_intervals(nll: dict, L: int, n_boot: int = 2000) -> pd.DataFrame:
                      "ppl b": float(np.exp(nll[b][:, :n].mean())), "a - b": r["diff"], "95% lo": r["lo"],
                      "95% hi": r["hi"]})
     return pd.DataFrame(rows)
+
+
+def long_docs_at(budget: Budget, length: int) -> torch.Tensor:
+    """Held-out pages of at least `length` + 1 tokens from their start: the budget's
+    n_long_docs of them, or every such page when fewer exist."""
+    p = budget.pair
+    tok = get_tokenizer(p.tokenizer)
+    have = sum(len(tok.encode(d.text)) > length for d in get_corpus(p.corpus).split("eval"))
+    if have < 8:
+        raise ValueError(f"only {have} held-out documents have {length + 1} tokens; at least 8 are needed")
+    return eval_windows(budget, length=length, n=min(p.n_long_docs, have))
+
+
+def breakdown_models(parent: Run, finetuned: Run, factors) -> dict:
+    """{"plain RoPE", "zero-shot YaRN x{f}" for f in factors, "YaRN fine-tuned"}: `parent`
+    (a Model B run) without and with YaRN of each factor, and its YaRN fine-tune."""
+    b = parent.load_model()
+    L = parent.config.model["max_seq_len"]
+    out = {"plain RoPE": b}
+    for f in factors:
+        out[f"zero-shot YaRN x{f}"] = with_yarn(b, {"type": "yarn", "factor": float(f), "original_max_seq_len": L})
+    out["YaRN fine-tuned"] = finetuned.load_model()
+    return out
+
+
+def breakdown_table(nll: dict, L: int, multiples=(1, 4, 8)) -> pd.DataFrame:
+    """Page perplexity at k*L for every model {name: (n, T) losses} and k in `multiples`, with
+    the rise past L as the ratio ppl(kL) / ppl(L) (Gemma blog: plain RoPE 20.6 at L, 37.7 at
+    4L). Rows: model; a length a model's pages do not reach is NaN."""
+    rows = {}
+    for name, v in nll.items():
+        row = {f"ppl at {k}L": float(np.exp(v[:, :k * L].mean())) if k * L <= v.shape[1] else np.nan
+               for k in multiples}
+        for k in multiples[1:]:
+            row[f"ppl {k}L / ppl L"] = row[f"ppl at {k}L"] / row[f"ppl at {multiples[0]}L"]
+        rows[name] = row
+    return pd.DataFrame(rows).T.rename_axis("model")
+
+
+def breakdown_intervals(nll: dict, L: int, k: int, plain: str, zero_shot: str, tuned: str | None = None,
+                        n_boot: int = 2000) -> pd.DataFrame:
+    """The blog's ordering at k*L as paired bootstrap intervals over pages (log-perplexity,
+    i.e. mean loss per token, so the rise and its recovery add up):
+    - the rise: plain RoPE's page loss at kL minus its loss on the first L tokens;
+    - what zero-shot YaRN recovers of it (plain - YaRN at kL), and that share of the rise;
+    - what the fine-tune adds (YaRN - fine-tuned at kL), when `tuned` is given."""
+    n = k * L
+    page = {m: nll[m][:, :n].mean(1) for m in (plain, zero_shot, tuned) if m}
+    rise = paired_bootstrap(page[plain], nll[plain][:, :L].mean(1), n_boot=n_boot)
+    rec = paired_bootstrap(page[plain], page[zero_shot], n_boot=n_boot)
+    rows = [{"quantity": f"rise past L: {plain} at {k}L - at L", **rise},
+            {"quantity": f"recovered by {zero_shot} at {k}L", **rec}]
+    if tuned:
+        rows.append({"quantity": f"{tuned} beyond {zero_shot} at {k}L",
+                     **paired_bootstrap(page[zero_shot], page[tuned], n_boot=n_boot)})
+    out = pd.DataFrame(rows).set_index("quantity").rename(columns={"diff": "nats/token", "lo": "95% lo",
+                                                                    "hi": "95% hi"})
+    out["share of the rise"] = out["nats/token"] / rise["diff"] if rise["diff"] > 0 else np.nan
+    return out

@@ -81,6 +81,16 @@ def pair_configs(budget: Budget, seed: int = 0) -> dict[str, RunConfig]:
     return out
 
 
+def all_global_config(budget: Budget, seed: int = 0) -> RunConfig:
+    """Model B with every layer global (`global_every=1`, so no sliding window anywhere) and
+    everything else as Model B's run: the control that asks whether plain RoPE breaks past
+    L once every layer sees every distance (Gemma blog, "Position at longer contexts")."""
+    b = pair_configs(budget, seed)["B"]
+    return RunConfig(model={**b.model, "global_every": 1}, data=b.data, schedule=b.schedule, n_tokens=b.n_tokens,
+                     batch_size=b.batch_size, seed=seed, budget=budget.name, label="Model B, every layer global",
+                     meta={"pair": "B-global"}, ckpt_every_tokens=b.ckpt_every_tokens, keep_optimizer="last")
+
+
 def train_pair(store: RunStore, budget: Budget, seed: int = 0, workers: int | None = None) -> dict[str, Run]:
     """Models A and B, trained now where the store lacks them (one process per model)."""
     cfgs = pair_configs(budget, seed)
