@@ -169,7 +169,7 @@ starts = post_training.start_points(b, run, points)
 ext_cfgs = [post_training.extension_config(b, scale, run.config, s) for s in starts]
 ext_runs = get_or_run_many(ch.store, ext_cfgs, desc="4x extension")
 ext_len = post_training.extended_ruler_len(b)
-ext_suite = post_training.ruler_suite_at(b, ext_len, seed=seed)
+ext_suite = downstream.ruler_suite(b, seed=seed, length=ext_len)
 ruler_ext = post_training.ruler_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)}, ext_suite)
 ch.save_table(ruler_ext, "ruler_after_extension", runs=ext_runs)
 print(f"{len(ext_runs)} extension runs of {ext_cfgs[0].total_steps} steps x {ext_cfgs[0].tokens_per_step:,} tokens "

@@ -27,10 +27,10 @@ import json
 import pandas as pd
 
 from nblib.budgets import PAPER_N, Budget
-from nblib.data import get_corpus, get_tokenizer
+from nblib.data import get_tokenizer
 from nblib.evals import long_benchmarks as LB
 from nblib.evals import ruler as R
-from nblib.lccp import experiments, grid
+from nblib.lccp import downstream, experiments, grid
 from nblib.lccp.sft import PAPER_SFT_SEEDS, build_sft_mixture, default_sft_tokens, sft_config
 from nblib.store.runstore import Run, RunConfig
 
@@ -97,33 +97,12 @@ def extended_ruler_len(budget: Budget) -> int:
     return (budget.ruler_len or budget.long_seq_len) * budget.ext_seq_len // budget.long_seq_len
 
 
-def ruler_suite_at(budget: Budget, length: int, seed: int = 0) -> dict:
-    """RULER's 13 subtasks at `length` tokens ({task: samples | why it does not fit})."""
-    tok = get_tokenizer(budget.tokenizer)
-    hay = [d.text for d in get_corpus(budget.corpus).split("eval")]
-    out = {}
-    for task in R.TASKS:
-        try:
-            out[task] = R.make_task(task, tok, length, budget.ruler_samples, seed=seed, haystack=hay)
-        except ValueError as e:
-            out[task] = str(e)
-    return out
-
-
 def benchmark_suite(budget: Budget, length: int | None = None, seed: int = 0) -> dict:
     """The offline LongBench / GraphWalks / LongReason / BABILong tasks (nblib.evals.long_benchmarks)
     at `length` tokens (default: the LCCP-stage RULER length, which is the SFT context unless
     the budget sets `ruler_len`), `ruler_samples` each; {task: samples | why it does not fit}."""
-    tok = get_tokenizer(budget.tokenizer)
-    length = length or budget.ruler_len or budget.long_seq_len
-    hay = [d.text for d in get_corpus(budget.corpus).split("eval")]
-    out = {}
-    for task in LB.TASKS:
-        try:
-            out[task] = LB.make_task(task, tok, length, budget.ruler_samples, seed=seed, haystack=hay)
-        except ValueError as e:
-            out[task] = str(e)
-    return out
+    return downstream.task_suite(budget, LB.make_task, LB.TASKS, length or budget.ruler_len or budget.long_seq_len,
+                                 seed)
 
 
 def _score(run: Run, budget: Budget, suite: dict, scorer, tag: str) -> dict:
