@@ -84,6 +84,10 @@ class ModelPairSpec:
     # documents of at least s*L tokens it is scored on.
     yarn_factor: int = 4
     finetune_steps: int = 200
+    # Chapter 6's training-length ladder: shorter WSD budgets as fractions of n_tokens, each a
+    # decay branched from the pair's stable phase (nblib.gemma.training_length). At toy:
+    # 0.6, 1.2 and 2.4 tokens per parameter of Model A beside the pair's 4.7.
+    length_fractions: tuple = (0.125, 0.25, 0.5)
     finetune_snapshot_every: int = 25
     n_long_docs: int = 500
 
@@ -133,7 +137,8 @@ def _pair_smoke() -> ModelPairSpec:
     a, b = _pair_shapes(vocab_a=257, vocab_b=257, d=32, layers=4, heads=4, seq_len=64)
     return ModelPairSpec(model_a=a, model_b=b, seq_len=64, n_tokens=40 * 4 * 64, batch_size=4, lr=1e-2,
                          warmup_steps=4, decay_frac=0.2, n_checkpoints=4, corpus="python-stdlib",
-                         tokenizer="byte", n_eval_windows=8, finetune_steps=6, finetune_snapshot_every=2, n_long_docs=8)
+                         tokenizer="byte", n_eval_windows=8, finetune_steps=6, finetune_snapshot_every=2, n_long_docs=8,
+                         length_fractions=(0.25, 0.5, 0.75))  # 40 steps: every branch decays over 2+ steps
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,11 @@ class Budget:
     ruler_samples: int = 500
     ruler_len: int | None = None
     ruler_max_new: int | None = None
+    # Chapter 5 after LCCP (§5.2-5.3): how many of the trajectory's points go on to the 4x
+    # extension and SFT (None: all, as in the paper; else evenly spaced, first and last kept)
+    # and samples per task there (None: ruler_samples; the paper runs 100 at 128K, not 500)
+    post_training_points: int | None = None
+    post_training_samples: int | None = None
     n_boot: int = 100  # bootstrap refits behind parameter and prediction intervals
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
@@ -297,8 +307,10 @@ def _toy() -> Budget:
                    "copy": {"min_match": 3, "max_match": 32, "calibration_sequences": 400}},
         scales=scales, pair=_pair_toy(),
         # 20 prompts per subtask and 32 new tokens (every reference answer is shorter) keep the
-        # 14 models of chapter 5 (7 points, Raw and Last4) within about two minutes
-        ruler_samples=20, ruler_max_new=32,
+        # 14 models of chapter 5 (7 points, Raw and Last4) within about two minutes. After LCCP,
+        # 4 of the 7 points and 10 prompts per task: with 56 SFT models at every point, the
+        # extension's RULER at 4x and the SFT benchmarks alone took over 8 minutes.
+        ruler_samples=20, ruler_max_new=32, post_training_points=4, post_training_samples=10,
         notes="CPU main job: every phenomenon at small scale, BPE tokens of the Python stdlib corpus.",
     )
 

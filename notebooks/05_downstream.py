@@ -162,19 +162,24 @@ ch.save_figure(fig, "fig18_retrieval_heads", runs=[run])
 # packed documents kept apart by span-based attention), sequences of 4x the LCCP context,
 # the LR from the LCCP constant rate down to a hundredth of it, and the paper's 2.10B tokens
 # at S5 (2.56N) scaled like every other budget here (`nblib.lccp.post_training`). RULER is
-# then run at the extended length, with the same prompts for every model.
+# then run at the extended length, with the same prompts for every model. The paper extends
+# every point; a budget may take evenly spaced ones (`post_training_points`, first and last
+# kept) and fewer prompts per task (`post_training_samples`; the paper too runs 100 at
+# 128K against 500 at 32K).
 
 # %%
-starts = post_training.start_points(b, run, points)
+post_points = post_training.post_training_points(b, points)
+starts = post_training.start_points(b, run, post_points)
 ext_cfgs = [post_training.extension_config(b, scale, run.config, s) for s in starts]
 ext_runs = get_or_run_many(ch.store, ext_cfgs, desc="4x extension")
 ext_len = post_training.extended_ruler_len(b)
-ext_suite = downstream.ruler_suite(b, seed=seed, length=ext_len)
+ext_suite = post_training.extended_ruler_suite(b, seed=seed)
 ruler_ext = post_training.ruler_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)}, ext_suite)
 ch.save_table(ruler_ext, "ruler_after_extension", runs=ext_runs)
 print(f"{len(ext_runs)} extension runs of {ext_cfgs[0].total_steps} steps x {ext_cfgs[0].tokens_per_step:,} tokens "
       f"(RoPE base {b.rope_bases[1]:g} -> {b.rope_bases[2]:g}); RULER at {ext_len} tokens, "
-      f"{sum(isinstance(v, list) for v in ext_suite.values())} of 13 subtasks fit")
+      f"{sum(isinstance(v, list) for v in ext_suite.values())} of 13 subtasks fit, "
+      f"{b.post_training_samples or b.ruler_samples} prompts each; starting points Dl/N = {post_points}")
 ruler_ext.dropna().groupby(["dl", "protocol"]).score.mean().unstack().round(1)
 
 # %% tags=["remove-output"]
@@ -189,8 +194,8 @@ axes[0].set(xlabel="Dl / N of the starting point", ylabel="RULER, mean over the 
 axes[0].legend(fontsize=8)
 for i, task in enumerate(per_ext.index):
     for protocol, c, off in (("Raw", "tab:gray", -0.2), ("Last4", "tab:red", 0.2)):
-        axes[1].scatter(np.full(len(points), i + off), per_ext.loc[task, protocol], c=c,
-                        s=10 + 30 * np.arange(len(points)) / len(points), alpha=0.7, label=protocol if i == 0 else None)
+        axes[1].scatter(np.full(len(post_points), i + off), per_ext.loc[task, protocol], c=c,
+                        s=10 + 30 * np.arange(len(post_points)) / len(post_points), alpha=0.7, label=protocol if i == 0 else None)
 axes[1].set_xticks(range(len(per_ext.index)), per_ext.index, rotation=45, ha="right", fontsize=8)
 axes[1].set(ylabel="score (x100)", title="Fig. 13: per subtask (larger dots: later starting points)")
 axes[1].legend(fontsize=8)

@@ -309,6 +309,13 @@ wv_table.round(4)
 # ends with `assert PASSKEY == "`. The model must complete the digits, greedily. Prompts are
 # $sL - 8$ tokens long for the three Model B variants. As a reference, Models A and B also
 # get prompts of $L - 8$ tokens, which fit their training context.
+#
+# What does a toy model need to retrieve a passkey? The task asks for two things: copying
+# five digits from far back, and recognising that `assert PASSKEY == "` asks for what
+# followed `PASSKEY = "`, a format the Python corpus never pairs that way. The rows marked
+# "repeated prefix" separate them: the same haystacks and keys, but the prompt ends with
+# the needle's own prefix `PASSKEY = "`, which an induction head answers by copying. No
+# model is trained on either format.
 
 # %%
 tok = get_tokenizer(spec.tokenizer)
@@ -321,9 +328,18 @@ for name, m in models.items():
     acc.append(X.passkey_accuracy(m, long_prompts, tok).assign(model=name, length=sL - 8))
 acc.append(X.passkey_accuracy(runs["A"].load_model(), short_prompts, tok).assign(model="Model A", length=L - 8))
 acc.append(X.passkey_accuracy(B, short_prompts, tok).assign(model="plain RoPE", length=L - 8))
+# What the task needs beyond copying: the same haystacks and keys, but the prompt ends with
+# the needle's own prefix, so an induction head that copies what followed it answers.
+copy_long = X.passkey_prompts(ch.budget, sL - 8, depths, n_per, seed=seed, query="repeat")
+copy_short = X.passkey_prompts(ch.budget, L - 8, depths, n_per, seed=seed, query="repeat")
+for name, m in models.items():
+    acc.append(X.passkey_accuracy(m, copy_long, tok).assign(model=f"{name}, repeated prefix", length=sL - 8))
+acc.append(X.passkey_accuracy(runs["A"].load_model(), copy_short, tok).assign(model="Model A, repeated prefix",
+                                                                              length=L - 8))
+acc.append(X.passkey_accuracy(B, copy_short, tok).assign(model="plain RoPE, repeated prefix", length=L - 8))
 acc = pd.concat(acc, ignore_index=True)
-passkey = acc.pivot_table(index=["model", "length"], columns="depth", values="correct", aggfunc="mean")
-passkey["all depths"] = acc.groupby(["model", "length"]).correct.mean()
+passkey = acc.pivot_table(index=["model", "length"], columns="depth", values="correct", aggfunc="mean", sort=False)
+passkey["all depths"] = acc.groupby(["model", "length"], sort=False).correct.mean()
 ch.save_table(passkey, "passkey_accuracy", runs=[runs["A"], runs["B"], ft])
 print(f"{n_per} prompts per depth")
 passkey.round(2)

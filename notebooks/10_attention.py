@@ -48,7 +48,7 @@ from nblib.book import findings
 from nblib.book.chapter import Chapter
 from nblib.book.figures import glyph_available
 from nblib.data import get_tokenizer
-from nblib.gemma import pair
+from nblib.gemma import pair, training_length
 from nblib.metrics import attention_maps as M
 
 ch = Chapter("10_attention", budget=budget, seed=seed, run_root=run_root)
@@ -158,7 +158,40 @@ ch.save_figure(fig, "fig_distance_sinks", runs=list(runs.values()))
 # global layers shaded. Left: attention distance (dashed: Model B's window). Middle: share of
 # attention on the window's first position. Right: share on document separators.
 # :::
+
+# ### Why the toy's sinks are small: the data format, then training length
 #
+# The blog's models rest up to 13% (A, first position) and 29% (A) or 11% (B) of a layer's
+# attention on sinks. Sinks depend on what training shows the model, so first the toy's
+# training text against the blog's: one <|endoftext|> token between pages (the blog puts it
+# at the start of every page; here it ends every document, the same token between packed
+# documents), training windows cut across page boundaries, and attention free to cross them.
+
+# %%
+fmt = pair.data_format(ch.budget, seed)
+fmt.to_frame("this budget's pair")
+
+# %% [markdown]
+# The format matches: the same separator between documents, windows cut across them, and
+# no mask at their boundaries. What differs is scale: four layers of four heads instead of
+# twelve of twelve, and a few tokens per parameter instead of 79. Chapter 6's shorter
+# budgets of the same pair show how the sinks move with training length.
+
+# %%
+ladder = training_length.length_ladder(ch.store, ch.budget, seed=seed)
+sink_windows = windows[: 16 if budget != "smoke" else 4]
+n_params_a = sum(p.numel() for p in models["A"].parameters())
+sinks = pd.DataFrame([{"tokens per parameter": rs["A"].config.realized_tokens / n_params_a, "model": names[k],
+                       **M.sink_summary(M.head_measures(r.load_model(), sink_windows, tok.eos_id))}
+                      for f, rs in sorted(ladder.items()) for k, r in rs.items()])
+ch.save_table(sinks.set_index(["model", "tokens per parameter"]), "sinks_by_training_length",
+              runs=[r for rs in ladder.values() for r in rs.values()])
+sinks.round(3)
+
+# %%
+ch.markdown(findings.sink_trend_findings(sinks, fmt, names))
+
+# %% [markdown]
 # ## Induction heads, inside and beyond the window
 #
 # A block of random tokens, random filler, then the same block again: nothing but the earlier

@@ -1,6 +1,7 @@
 """The trainer: exact resume after SIGKILL, branched WSD = separate runs, DDP/FSDP = one process,
 clear errors for NaN loss and corrupt checkpoints, extensible constant-LR trajectories."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -244,3 +245,15 @@ def test_fp32_newton_schulz_matches_a_float64_iteration():
     torch.testing.assert_close(X32.double(), X64, atol=1e-5, rtol=0)
     s = torch.linalg.svdvals(X64)
     assert s.min() > 0.5 and s.max() < 1.3  # "orthogonalised": singular values near 1 (US'V^T)
+
+
+def test_a_finished_run_asked_for_a_new_checkpoint_retrains_to_the_same_weights(tmp_path):
+    store = RunStore(tmp_path / "s")
+    first = get_or_run(store, cfg(20, every=10), progress=False)
+    before = final_weights(first)
+    wider = dataclasses.replace(cfg(20, every=10), ckpt_steps=(7,), keep_optimizer="all")
+    assert wider.hash == first.hash and not store.run(wider).is_complete()
+    run = get_or_run(store, wider, progress=False)
+    assert run.is_complete() and 7 in [c.step for c in run.checkpoints()]
+    assert "that the run never kept: retraining from step 0" in (run.path / "train.log").read_text()
+    assert_bitwise(before, final_weights(run))

@@ -434,8 +434,9 @@ def test_book(out_dir: Path) -> int:
         pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
                             parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
     print("[book] nbval-lax over the smoke-parameterised notebooks", flush=True)
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                            str(nbval_dir)], cwd=out_dir)
+    # one notebook per worker process, every core busy (the runs are already in the store)
+    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto",
+                            "--dist", "loadfile", "--nbval-lax", str(nbval_dir)], cwd=out_dir)
 
 
 def main(argv=None) -> int:

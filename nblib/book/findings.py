@@ -291,6 +291,35 @@ def pair_findings(final: dict, speed: pd.DataFrame, params: pd.DataFrame, budget
     return _bullets(lines)
 
 
+def gap_trend_findings(gaps: pd.DataFrame, trend: dict, budget: str) -> str:
+    """Chapter 6's training-length conclusions: B - A at each length with its interval, the
+    direction of the trend, and the fitted line's value at the blog's tokens per parameter
+    (where the blog's models tie) with its bootstrap interval."""
+    pts = "; ".join(f"{x:.3g}: {r['B - A']:+.3f} [{r['95% lo']:+.3f}, {r['95% hi']:+.3f}]" for x, r in gaps.iterrows())
+    covers = [f"{x:.3g}" for x, r in gaps.iterrows() if r["95% lo"] <= 0 <= r["95% hi"]]
+    g = gaps["B - A"].to_numpy()
+    toward = np.sign(trend["slope"]) == -np.sign(g[-1]) and trend["slope"] != 0
+    at = trend["target"]
+    holds = trend["lo"] <= 0 <= trend["hi"]
+    lines = [
+        f"B - A (nats/token, 95% interval) by training tokens per parameter at {budget}: {pts}.",
+        ("The interval covers 0 at " + ", ".join(covers) + " tokens per parameter: the pair ties there."
+         if covers else "No training length here gives an interval that covers 0: the models do not tie at any "
+         "of these lengths."),
+        f"Trend: B - A = {trend['intercept']:+.3f} {trend['slope']:+.3f} ln(D/N) over {trend['n_points']} lengths; "
+        + (f"the gap shrinks toward 0 as training gets longer, and the line reaches 0 at about {trend['zero_at']:.0f} "
+           f"tokens per parameter (bootstrap 95%: {trend['zero_lo']:.0f} to "
+           + ("beyond any finite length" if not np.isfinite(trend['zero_hi']) else f"{trend['zero_hi']:.0f}") + ")."
+           if toward and np.isfinite(trend["zero_at"]) else
+           "the gap does not shrink with training length over this range."),
+        f"Extrapolated to the blog's {at:.0f} tokens per parameter: B - A = {trend['at_target']:+.3f} (bootstrap 95% "
+        f"{trend['lo']:+.3f} to {trend['hi']:+.3f}); " + ("consistent with the blog's tie." if holds else
+        "the blog's tie lies outside this interval.") + " The line is fitted on lengths up to "
+        f"{gaps.index.max():.1f}; its interval covers the windows' noise, not a change of shape past the last point.",
+    ]
+    return _bullets(lines)
+
+
 # ---------------------------------------------------------------------------------------
 # Chapter 8: position
 # ---------------------------------------------------------------------------------------
@@ -372,6 +401,27 @@ def rope_breakdown_findings(breakdown: pd.DataFrame, intervals: pd.DataFrame, s:
     return _bullets(lines)
 
 
+def _passkey_needs(pk: pd.Series) -> str:
+    """What the repeated-prefix rows say about the passkey task (chapter 9)."""
+    task = {k: v for k, v in pk.items() if "repeated prefix" not in k[0]}
+    copy = {(m.replace(", repeated prefix", ""), n): v for (m, n), v in pk.items() if "repeated prefix" in m}
+    pairs = [(k, task[k], v) for k, v in copy.items() if k in task]
+    if not pairs:
+        return "No repeated-prefix control was run."
+    text = "With the needle's own prefix repeated (a pure copy), accuracy is " + "; ".join(
+        f"{m} at {n} tokens {c:.0%} (task: {t:.0%})" for (m, n), t, c in pairs) + ". "
+    best_gap = max(c - t for _, t, c in pairs)
+    if best_gap >= 0.25:
+        return text + ("The models copy the digits when the prompt repeats the needle's prefix, but do not map the "
+                       "question onto it: what a toy model lacks for the passkey task is the question format, "
+                       "not the copying.")
+    if max(c for _, _, c in pairs) < 0.25:
+        return text + ("The models fail even the pure copy of five digits from inside a long file: at this budget "
+                       "they do not copy an arbitrary digit string on one repeated prefix, so a passkey is out of "
+                       "reach before its format matters.")
+    return text + "The repeated prefix helps little: copying and format fail together."
+
+
 def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFrame, snaps: pd.DataFrame,
                   whole_vs_window: pd.DataFrame, passkey: pd.DataFrame, L: int, sL: int, budget: str) -> str:
     """Chapter 9's conclusions next to the Gemma blog's: the breakdown of plain RoPE past L,
@@ -423,7 +473,8 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
         + ". A gain above zero means context beyond L helps; the fine-tuned model "
         + ("does use it." if wv.loc["YaRN fine-tuned", "95% lo"] > 0 else "shows no such use at this budget."),
         "Passkey retrieval (the other unrun check), accuracy over all depths: "
-        + "; ".join(f"{m} at {n} tokens {v:.0%}" for (m, n), v in pk.items()) + ".",
+        + "; ".join(f"{m} at {n} tokens {v:.0%}" for (m, n), v in pk.items() if "repeated prefix" not in m) + ".",
+        _passkey_needs(pk),
     ]
     return _bullets(lines)
 
@@ -431,6 +482,29 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
 # ---------------------------------------------------------------------------------------
 # Chapter 10: attention
 # ---------------------------------------------------------------------------------------
+def sink_trend_findings(sinks: pd.DataFrame, fmt: pd.Series, names: dict) -> str:
+    """Chapter 10's sink check: the training format against the blog's, and the largest
+    layer-mean sink shares of each model at each training length, next to the blog's."""
+    ba = BLOG_ATTENTION
+    lines = [f"Training format: {fmt['separator']}; windows cut across documents: "
+             f"{'yes' if fmt['windows cut across documents'] else 'no'}; attention crosses documents: "
+             f"{'yes' if fmt['attention crosses documents'] else 'no'} (blog: one <|endoftext|> per page, packed, "
+             f"no mask). {fmt['windows with a separator']:.0%} of training windows hold a separator "
+             f"({fmt['separators per window']:.1f} per window; median document {fmt['median document (tokens)']:.0f} "
+             f"tokens against L = {fmt['training context L']})."]
+    for key in ("A", "B"):
+        g = sinks[sinks.model == names[key]].sort_values("tokens per parameter")
+        first, sep = g["first position, max layer"].to_numpy(), g["separator, max layer"].to_numpy()
+        x = g["tokens per parameter"].to_numpy()
+        trend = "rise" if sep[-1] > sep[0] and first[-1] >= first[0] else (
+            "fall" if sep[-1] < sep[0] and first[-1] <= first[0] else "move in opposite directions")
+        lines.append(
+            f"{names[key]}: first position {first[0]:.1%} -> {first[-1]:.1%}, separators {sep[0]:.1%} -> "
+            f"{sep[-1]:.1%} of a layer from {x[0]:.3g} to {x[-1]:.3g} tokens per parameter (both {trend}); blog at 79: "
+            f"{ba['first_position_max'][key]:.0%} and {ba['separator_max'][key]:.0%}.")
+    return _bullets(lines)
+
+
 def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation: pd.DataFrame, kl: dict,
                        names: dict, L: int, W: int, global_layers=()) -> str:
     """Chapter 10's conclusions next to the Gemma blog's: attention distance, sinks,

@@ -101,6 +101,10 @@ PAPER_MAP = [
      "done"),
     (W2, "Loss curves (Part 1)", "training and held-out loss of A and B; the tie, with a paired interval",
      "nblib.gemma.pair.loss_curves; nblib.stats.paired_bootstrap", "06_models_ab", "done"),
+    (W2, "A/B gap vs training length (beyond)", "B - A held-out loss at several tokens per parameter (WSD decay "
+     "branches of the pair's run), with paired intervals, a line in ln(D/N) and its value at the blog's 79",
+     "nblib.gemma.pair.ladder_configs; nblib.gemma.training_length.gap_table; "
+     "nblib.gemma.training_length.fit_gap_trend", "06_models_ab", "done"),
     (W2, "KV cache bytes", "2·n_kv·h·b·Σ T_l: 75.5 MB vs 11.8 MB, measured against the formula",
      "nblib.gemma.inference_cost.measured_cache_bytes; nblib.models.engine.kv_cache_bytes", "07_kv_cache", "done"),
     (W2, "KV decode path", "prefill then step; windowed layers keep W-1 past positions; greedy, top-k and nucleus "
@@ -146,6 +150,9 @@ PAPER_MAP = [
      "nblib.metrics.attention_maps.attention_probs; nblib.metrics.attention_maps.token_labels", "10_attention", "done"),
     (W2, "Attention distance and sinks", "distance, first-position share, separator share per head",
      "nblib.metrics.attention_maps.head_measures", "10_attention", "done"),
+    (W2, "Sinks: data format and training length (beyond)", "the pair's training format against the blog's "
+     "(separator, packing, cross-document attention) and the largest sink shares at each training length",
+     "nblib.gemma.pair.data_format; nblib.metrics.attention_maps.sink_summary", "10_attention", "done"),
     (W2, "Induction heads", "scores inside and beyond B's window (256/768 at L=1024, scaled) and the repeat's loss",
      "nblib.metrics.attention_maps.induction_test; nblib.metrics.attention_maps.induction_scores", "10_attention", "done"),
     (W2, "Head ablation (beyond)", "zero the induction heads and measure the copy loss; a control set",

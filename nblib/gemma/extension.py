@@ -143,17 +143,26 @@ def whole_vs_window(model, docs: torch.Tensor, window: int, last: int, batch: in
 # ---------------------------------------------------------------------------------------
 # Passkey retrieval (YaRN paper; Mohtashami & Jaggi, 2023), in the corpus's own language
 # ---------------------------------------------------------------------------------------
-def passkey_prompts(budget: Budget, length: int, depths, n_per_depth: int, seed: int = 0) -> list[dict]:
+PASSKEY_QUERIES = {"assert": '\nassert PASSKEY == "', "repeat": '\nPASSKEY = "'}
+
+
+def passkey_prompts(budget: Budget, length: int, depths, n_per_depth: int, seed: int = 0,
+                    query: str = "assert") -> list[dict]:
     """Prompts of exactly `length` tokens: held-out text as the haystack, a line
-    `PASSKEY = "<5 digits>"` inserted at a relative depth, and the question
-    `assert PASSKEY == "` at the end, which the model must complete with the digits. The
-    haystack is the corpus's own kind of text (Python at toy), so only the needle is new.
-    Each dict: ids (length,), answer (str), depth (float), needle_pos (token index)."""
+    `PASSKEY = "<5 digits>"` inserted at a relative depth, and a question at the end, which
+    the model must complete with the digits: `assert PASSKEY == "` (the task), or "repeat",
+    the needle's own prefix `PASSKEY = "` again (a pure copy: an induction head that matches
+    the prefix and copies what followed it answers it). The haystack is the corpus's own kind
+    of text (Python at toy), so only the needle is new. Each dict: ids (length,), answer
+    (str), depth (float), needle_pos (token index). The same seed gives the same haystacks
+    and keys for both queries."""
+    if query not in PASSKEY_QUERIES:
+        raise ValueError(f"query={query!r} is not allowed; allowed: {', '.join(PASSKEY_QUERIES)}")
     p = budget.pair
     tok = get_tokenizer(p.tokenizer)
     texts = [d.text for d in get_corpus(p.corpus).split("eval")]
     rng = np.random.default_rng([seed, length])
-    query = tok.encode('\nassert PASSKEY == "').tolist()
+    query = tok.encode(PASSKEY_QUERIES[query]).tolist()
     out = []
     for depth in depths:
         for k in range(n_per_depth):

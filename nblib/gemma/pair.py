@@ -20,10 +20,11 @@ import pandas as pd
 import torch
 
 from nblib.budgets import Budget
-from nblib.data import corpus_identity, get_corpus, get_tokenizer
+from nblib.data import corpus_identity, get_corpus, get_tokenizer, make_stream
 from nblib.metrics.probes import token_nll
 from nblib.store.runstore import Run, RunConfig, RunStore
 from nblib.training.runner import get_or_run_many
+from nblib.training.schedules import wsd_stable_steps
 
 MODELS = {"A": ("gpt2", "Model A (GPT-2)"), "B": ("gemma3", "Model B (Gemma 3-style)")}
 
@@ -64,20 +65,46 @@ def parameter_table(models: dict) -> pd.DataFrame:
     return t.astype(int)
 
 
+def check_fractions(fractions) -> tuple[float, ...]:
+    """Shorter training budgets as fractions of the pair's: distinct numbers in (0, 1), sorted."""
+    fr = tuple(float(f) for f in fractions)
+    if not fr or any(not 0 < f < 1 for f in fr) or len(set(fr)) != len(fr):
+        raise ValueError(f"fractions={fractions!r} is not allowed; allowed: distinct numbers in (0, 1)")
+    return tuple(sorted(fr))
+
+
+def branch_steps(total_steps: int, schedule: dict, fraction: float) -> tuple[int, int]:
+    """(total steps, decay start) of the WSD run with `fraction` of a WSD run's `total_steps`
+    and the same `schedule`; its decay must start inside that run's stable phase, where the
+    two runs are one (chapter 6's training-length ladder branches there)."""
+    total = max(2, int(round(total_steps * fraction)))
+    start = wsd_stable_steps(total, schedule["decay_frac"])
+    warmup, stable = schedule.get("warmup_steps", 0), wsd_stable_steps(total_steps, schedule["decay_frac"])
+    if not (max(warmup, 1) <= start < stable):
+        raise ValueError(f"fraction {fraction} puts the decay start at step {start}, outside steps {max(warmup, 1)}-"
+                         f"{stable - 1} (after warmup, before the full run's decay): choose a larger fraction")
+    return total, start
+
+
 def pair_configs(budget: Budget, seed: int = 0) -> dict[str, RunConfig]:
-    """{"A": RunConfig, "B": RunConfig}: the same data, schedule and tokens for both models."""
+    """{"A": RunConfig, "B": RunConfig}: the same data, schedule and tokens for both models.
+    Each keeps its optimizer state at the steps where the shorter budgets of
+    `budget.pair.length_fractions` branch off (`nblib.gemma.training_length`)."""
     p = budget.pair
     data = {"corpus": p.corpus, "corpus_id": corpus_identity(p.corpus), "tokenizer": p.tokenizer,
             "split": "train", "stream": "packed", "seq_len": p.seq_len}
     schedule = {"kind": "wsd", "lr": p.lr, "warmup_steps": p.warmup_steps, "decay_frac": p.decay_frac,
                 "final_lr_frac": 0.1}
     every = p.n_tokens // p.n_checkpoints
+    total = max(1, int(round(p.n_tokens / (p.batch_size * p.seq_len))))
+    branch_at = tuple(branch_steps(total, schedule, f)[1] for f in check_fractions(p.length_fractions))
     out = {}
     for key, (family, label) in MODELS.items():
         shape = p.model_a if key == "A" else p.model_b
         out[key] = RunConfig(model={"family": family, **shape}, data=data, schedule=schedule, n_tokens=p.n_tokens,
                              batch_size=p.batch_size, seed=seed, budget=budget.name, label=label,
-                             meta={"pair": key}, ckpt_every_tokens=every, keep_optimizer="last")
+                             meta={"pair": key}, ckpt_every_tokens=every, ckpt_steps=branch_at,
+                             keep_optimizer="all")
     return out
 
 
@@ -91,11 +118,61 @@ def all_global_config(budget: Budget, seed: int = 0) -> RunConfig:
                      meta={"pair": "B-global"}, ckpt_every_tokens=b.ckpt_every_tokens, keep_optimizer="last")
 
 
+def ladder_configs(budget: Budget, seed: int = 0, fractions=None) -> dict[tuple[str, float], RunConfig]:
+    """{(model key, fraction): RunConfig}: Models A and B trained on `fraction` of the pair's
+    tokens, each a WSD decay branched from the pair's run at its decay start."""
+    out = {}
+    for key, parent in pair_configs(budget, seed).items():
+        for f in check_fractions(budget.pair.length_fractions if fractions is None else fractions):
+            total, start = branch_steps(parent.total_steps, parent.schedule, f)
+            if start not in parent.ckpt_steps:
+                raise ValueError(f"the pair's run keeps no checkpoint at step {start} for fraction {f}: "
+                                 "pair_configs keeps one at every fraction of budget.pair.length_fractions")
+            out[(key, f)] = RunConfig(
+                model=parent.model, data=parent.data, schedule=parent.schedule,
+                n_tokens=total * parent.tokens_per_step, batch_size=parent.batch_size, seed=seed,
+                budget=budget.name, init={"run": parent.hash, "step": start, "mode": "continue"},
+                label=f"{MODELS[key][1]}, {f:g} of the tokens", meta={"pair": key, "length_fraction": f})
+    return out
+
+
+def part2_configs(budget: Budget, seed: int = 0) -> list[RunConfig]:
+    """Every pre-training run of Part 2: Models A and B, their shorter-budget branches (chapter
+    6's training-length ladder) and the all-global Model B (chapter 9's control)."""
+    return [*pair_configs(budget, seed).values(), *ladder_configs(budget, seed).values(),
+            all_global_config(budget, seed)]
+
+
 def train_pair(store: RunStore, budget: Budget, seed: int = 0, workers: int | None = None) -> dict[str, Run]:
-    """Models A and B, trained now where the store lacks them (one process per model)."""
+    """Models A and B, trained now where the store lacks them, in one pass with every other
+    Part 2 run (`part2_configs`), so the worker processes (one per core) stay busy."""
     cfgs = pair_configs(budget, seed)
-    runs = get_or_run_many(store, list(cfgs.values()), workers=workers, desc="models A and B")
-    return dict(zip(cfgs, runs))
+    get_or_run_many(store, part2_configs(budget, seed), workers=workers, desc="Part 2 runs")
+    return {k: store.run(c) for k, c in cfgs.items()}
+
+
+def data_format(budget: Budget, seed: int = 0, n_steps: int = 50) -> pd.Series:
+    """How the pair's training text is laid out, for comparison with the blog's (one
+    <|endoftext|> token between pages, windows cut across page boundaries, attention free to
+    cross them): the separator and where it sits, whether attention crosses documents, and,
+    measured over the first `n_steps` batches, the share of training windows holding a
+    separator and the separators per window; the median training document in tokens."""
+    cfg = pair_configs(budget, seed)["A"]
+    tok = get_tokenizer(cfg.data["tokenizer"])
+    stream = make_stream(cfg.data, seed)
+    x = torch.cat([stream.batch(s, cfg.batch_size)[0] for s in range(n_steps)])
+    seps = (x == tok.eos_id).sum(1)
+    lengths = stream.tokens.lengths
+    return pd.Series({
+        "separator": f"end-of-document token (id {tok.eos_id}) after every document",
+        "windows cut across documents": cfg.data["stream"] == "packed",
+        "attention crosses documents": not cfg.data.get("doc_isolation", False),
+        "training context L": cfg.seq_len,
+        "median document (tokens)": float(np.median(lengths[lengths > 0])),
+        "windows with a separator": float((seps > 0).float().mean()),
+        "separators per window": float(seps.float().mean()),
+        "windows measured": int(x.size(0)),
+    }, name=budget.name)
 
 
 def pair_models(runs: dict[str, Run], step: int | str = "final") -> dict[str, torch.nn.Module]:
@@ -128,7 +205,7 @@ def heldout_loss(model, windows: torch.Tensor, batch: int = 16) -> np.ndarray:
 
 def checkpoint_losses(run: Run, windows: torch.Tensor) -> pd.DataFrame:
     """Held-out loss at every kept checkpoint of `run` (cached in the run folder per checkpoint)."""
-    key = f"heldout_{windows.shape[0]}x{windows.shape[1]}_{_digest(windows)}"
+    key = f"heldout_{windows.shape[0]}x{windows.shape[1]}_{tensor_digest(windows)}"
     rows = []
     for c in run.checkpoints():
         v = run.memo(f"{key}_step{c.step}", lambda c=c: {"loss": heldout_loss(run.load_model(c.step), windows).tolist()},
@@ -163,7 +240,8 @@ def training_speed(runs: dict[str, Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _digest(x: torch.Tensor) -> str:
+def tensor_digest(x: torch.Tensor) -> str:
+    """12 hex digits of the sha256 of a tensor's bytes: names cached evaluations by their inputs."""
     return hashlib.sha256(x.numpy().tobytes()).hexdigest()[:12]
 
 

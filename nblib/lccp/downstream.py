@@ -32,25 +32,27 @@ def trajectory_points(budget: Budget) -> list[float]:
     return [round(p * budget.multiple_scale, 6) for p in PAPER_POINTS]
 
 
-def task_suite(budget: Budget, make_task, tasks, length: int, seed: int = 0) -> dict:
+def task_suite(budget: Budget, make_task, tasks, length: int, seed: int = 0, n: int | None = None) -> dict:
     """{task: samples, or the reason it does not fit} of every task of a generator module
     (`make_task(task, tokenizer, length, n, seed=, haystack=)`: RULER, or the offline long-context
-    benchmarks) at `length` tokens, `ruler_samples` each, haystacks from the held-out corpus."""
+    benchmarks) at `length` tokens, `n` each (default `ruler_samples`), haystacks from the
+    held-out corpus."""
     tok = get_tokenizer(budget.tokenizer)
     hay = [d.text for d in get_corpus(budget.corpus).split("eval")]
     out = {}
     for task in tasks:
         try:
-            out[task] = make_task(task, tok, length, budget.ruler_samples, seed=seed, haystack=hay)
+            out[task] = make_task(task, tok, length, n or budget.ruler_samples, seed=seed, haystack=hay)
         except ValueError as e:
             out[task] = str(e)
     return out
 
 
-def ruler_suite(budget: Budget, seed: int = 0, length: int | None = None) -> dict:
+def ruler_suite(budget: Budget, seed: int = 0, length: int | None = None, n: int | None = None) -> dict:
     """{task: list of RULER samples, or the reason it does not fit} at `length` tokens (default:
-    the budget's RULER length, the LCCP context unless the budget says otherwise)."""
-    return task_suite(budget, R.make_task, R.TASKS, length or budget.ruler_len or budget.long_seq_len, seed)
+    the budget's RULER length, the LCCP context unless the budget says otherwise), `n` per
+    subtask (default `ruler_samples`)."""
+    return task_suite(budget, R.make_task, R.TASKS, length or budget.ruler_len or budget.long_seq_len, seed, n)
 
 
 def _suite_key(suite: dict, max_new) -> str:

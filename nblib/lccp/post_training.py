@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import numpy as np
 import pandas as pd
 
 from nblib.budgets import PAPER_N, Budget
@@ -36,6 +37,24 @@ from nblib.store.runstore import Run, RunConfig
 
 PAPER_EXT_TOKENS = 2.10e9  # §5.2: the 128K extension stage at S5
 PROTOCOLS = ("Raw", "Last4")
+
+
+def post_training_points(budget: Budget, points) -> list:
+    """The trajectory points that go on to the extension and SFT: all of them (the paper), or
+    `budget.post_training_points` evenly spaced ones, the first and last always among them."""
+    points = list(points)
+    k = budget.post_training_points
+    if k is None or k >= len(points):
+        return points
+    if k < 2:
+        raise ValueError(f"post_training_points={k!r} is not allowed; allowed: None or an int >= 2")
+    return [points[i] for i in sorted(set(np.linspace(0, len(points) - 1, k).round().astype(int)))]
+
+
+def extended_ruler_suite(budget: Budget, seed: int = 0) -> dict:
+    """RULER at the extended length (`extended_ruler_len`), `post_training_samples` per subtask
+    (the paper: 100 at 128K against 500 at 32K)."""
+    return downstream.ruler_suite(budget, seed=seed, length=extended_ruler_len(budget), n=budget.post_training_samples)
 
 
 def start_points(budget: Budget, run: Run, points) -> list[dict]:
@@ -100,9 +119,10 @@ def extended_ruler_len(budget: Budget) -> int:
 def benchmark_suite(budget: Budget, length: int | None = None, seed: int = 0) -> dict:
     """The offline LongBench / GraphWalks / LongReason / BABILong tasks (nblib.evals.long_benchmarks)
     at `length` tokens (default: the LCCP-stage RULER length, which is the SFT context unless
-    the budget sets `ruler_len`), `ruler_samples` each; {task: samples | why it does not fit}."""
+    the budget sets `ruler_len`), `post_training_samples` each (default `ruler_samples`);
+    {task: samples | why it does not fit}."""
     return downstream.task_suite(budget, LB.make_task, LB.TASKS, length or budget.ruler_len or budget.long_seq_len,
-                                 seed)
+                                 seed, budget.post_training_samples)
 
 
 def _score(run: Run, budget: Budget, suite: dict, scorer, tag: str) -> dict:

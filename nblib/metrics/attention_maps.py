@@ -267,6 +267,16 @@ def head_measures(model, windows: torch.Tensor, sep_id: int, batch: int = 8) -> 
     return tables[0].merge(tables[1]).merge(tables[2])
 
 
+def sink_summary(measures: pd.DataFrame) -> dict:
+    """The blog's sink numbers from `head_measures`' table: the largest layer-mean share on the
+    first position and on separators ("up to 13% of a layer"), and the layers holding them."""
+    by_layer = measures.groupby("layer")[["first_position", "separator"]].mean()
+    return {"first position, max layer": float(by_layer["first_position"].max()),
+            "layer (first position)": int(by_layer["first_position"].idxmax()),
+            "separator, max layer": float(by_layer["separator"].max()),
+            "layer (separator)": int(by_layer["separator"].idxmax())}
+
+
 @torch.no_grad()
 def induction_test(model, vocab_size: int, eos_id: int, n: int, distance: int, n_seqs: int, seed: int = 0) -> dict:
     """The blog's induction test at one distance: per-head induction scores, and the mean loss

@@ -203,10 +203,11 @@ def _ckpt_steps(config) -> set[int]:
     return {s for s in steps if s <= config.total_steps}
 
 
-def _latest_resumable(run, log) -> CheckpointInfo | None:
-    """Newest checkpoint with optimizer state that verifies. Corrupt ones are reported (in
-    train.log and on stderr), skipped, and quarantined; never taken as the latest. Falling
-    back past a corrupt checkpoint, or to step 0, is said loudly."""
+def _latest_resumable(run, log, before: int | None = None) -> CheckpointInfo | None:
+    """Newest checkpoint with optimizer state that verifies (and, given `before`, lies before
+    that step). Corrupt ones are reported (in train.log and on stderr), skipped, and
+    quarantined; never taken as the latest. Falling back past a corrupt checkpoint, or to
+    step 0, is said loudly."""
     def report(msg):
         log.warning(msg)
         warnings.warn(msg, stacklevel=3)
@@ -214,7 +215,7 @@ def _latest_resumable(run, log) -> CheckpointInfo | None:
     valid = list_checkpoints(run.path, report=report)
     chosen, quarantined_now = None, []
     for ck in reversed(valid):
-        if not ck.has_optimizer:
+        if not ck.has_optimizer or (before is not None and ck.step >= before):
             continue
         try:
             verify_checkpoint(ck.path, deep=True)
@@ -273,7 +274,16 @@ def _train(run, log, progress: bool, strategy: str, device: str | None) -> None:
     model = build_model_from_config(cfg.model)
     sched = schedule_of(cfg)
     start_step, ostate, rng = 0, None, None
-    resume = _latest_resumable(run, log)
+    # A finished run whose config now asks for an earlier checkpoint it never kept (a new
+    # branch point) is retrained from before that step: batches and LR depend only on the
+    # step, so the steps it repeats give the same weights again.
+    have = {c.step for c in list_checkpoints(run.path)}
+    missing = sorted(s for s in cfg.ckpt_steps if s <= cfg.total_steps and s not in have)
+    before = missing[0] if missing and have and max(have) > missing[0] else None
+    resume = _latest_resumable(run, log, before=before)
+    if before is not None:
+        log.info(f"the config asks for checkpoint(s) {missing} that the run never kept: retraining from "
+                 f"step {resume.step if resume else 0}")
     if resume is not None:
         weights, ostates, state = load_training_state(resume)
         _apply_init_rope(model, cfg)
