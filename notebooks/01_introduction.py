@@ -39,7 +39,7 @@
 # and a Gemma 3-style model (Model B) at inference time: the KV cache and its benchmark, how
 # each represents position (RoPE "clocks" against a learned table), a 4x context extension
 # with YaRN, and what the attention heads do. [Chapter 6](06_models_ab.ipynb) trains both
-# models on one token stream; [chapter 7](07_kv_cache.ipynb) measures the KV cache, decoding
+# models on one token stream and reads their gap against training length; [chapter 7](07_kv_cache.ipynb) measures the KV cache, decoding
 # speed and long-context FLOPs; [chapter 8](08_position.ipynb) reads position out of RoPE's
 # bands and Model A's table; [chapter 9](09_yarn.ipynb) extends Model B 4x with YaRN and runs
 # the two checks the blog skipped; [chapter 10](10_attention.ipynb) measures what the heads

@@ -53,6 +53,7 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 scale = "S5"
 
 # %%
+from IPython.display import display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -62,6 +63,7 @@ from nblib.book.chapter import Chapter
 from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
 from nblib.lccp.sft import build_sft_mixture, mixture_summary
+from nblib.store.provenance import REPO_ROOT
 from nblib.training.runner import get_or_run_many
 
 ch = Chapter("05_downstream", budget=budget, seed=seed, run_root=run_root, scale=scale, allowed_scales=("S5",))
@@ -208,6 +210,37 @@ ch.save_figure(fig, "fig08a_ruler_after_extension", runs=ext_runs)
 # the S5 trajectory: the mean over the subtasks that fit (left, Fig. 8a) and each subtask
 # (right, Fig. 13), from the raw checkpoint and from Last4.
 # :::
+#
+# ### Would models that copy score above zero?
+#
+# This budget's LCCP models do not copy (chapter 2), so a RULER of 0 could be only that.
+# A probe (`benchmarks/toy_ruler_copy_probe.py`) runs the same RULER prompts on the
+# project's models that do copy a random segment: chapter 2's d64 LCCP rung (copying at
+# its 128-token short context, continued at 1,024 tokens) at each LCCP checkpoint, and
+# Part 2's Models A and B and the all-global control (gains of 1.4-3.2 nats at L/2),
+# with Model B's and the control's YaRN x4 fine-tunes at 4x their context.
+
+# %%
+probe_path = REPO_ROOT / "benchmarks" / "results" / "toy_ruler_copy_probe.jsonl"
+if probe_path.exists():
+    probe = pd.read_json(probe_path, lines=True)
+    probe_rows = [{"probe": r["name"], "model": r["model"], "width": r["d"], "trained at": r["train_len"],
+                   "RULER length": int(n), "single-needle mean": r["single_needle_mean"][n],
+                   "mean over subtasks that fit": float(np.nanmean([v for v in r["ruler"][n].values() if v is not None]))}
+                  for _, r in probe.iterrows() for n in r["ruler"]]
+    ruler_probe = pd.DataFrame(probe_rows).drop_duplicates(["probe", "model", "RULER length"], keep="last")
+    display(ruler_probe.set_index(["probe", "model", "RULER length"]).round(1))
+else:
+    print(f"no probe records at {probe_path}")
+
+# %% [markdown]
+# Every single-needle score is 0 here too. Greedy continuations show why: asked "What are
+# all the special magic numbers for ... ? The special magic numbers ... are", these models,
+# trained on Python source only, continue with Python comments. RULER's English question
+# and answer prefix do not repeat the needle's own words ("One of the special magic numbers
+# for ... is:"), so copying alone cannot answer it; chapter 9's passkey rows make the same
+# point in the corpus's own format. A RULER above 0 at this budget needs either prompts in
+# the corpus's format or instruction data before the test, not only models that copy.
 #
 # ## Fig. 8b, Fig. 14 and Fig. 15: long-context SFT
 #

@@ -205,6 +205,8 @@ per_window = training_length.ladder_losses(ladder, windows)
 n_params_a = int(params.loc["total", f"A, {budget}"])
 gaps = training_length.gap_table(ladder, per_window, n_params_a)
 trend = training_length.fit_gap_trend(gaps, per_window)
+ratio = training_length.token_ratio(gaps)
+gaps[ratio.name] = ratio
 ch.save_table(gaps, "gap_by_training_length", runs=[r for rs in ladder.values() for r in rs.values()])
 gaps.round(3)
 
@@ -217,7 +219,10 @@ ax.errorbar(x, gaps["B - A"], yerr=[gaps["B - A"] - gaps["95% lo"], gaps["95% hi
 xs = np.geomspace(x.min(), trend["target"] * 1.2, 100)
 ax.plot(xs, trend["intercept"] + trend["slope"] * np.log(xs), "--", c="tab:blue", lw=1, label="a + b ln(D/N), fitted")
 ax.errorbar([trend["target"]], [trend["at_target"]], yerr=[[trend["at_target"] - trend["lo"]], [trend["hi"] - trend["at_target"]]],
-            fmt="s", mfc="white", c="tab:blue", capsize=3, label="the line at the blog's D/N (bootstrap 95%)")
+            fmt="s", mfc="white", c="tab:blue", capsize=3, label="the line at the blog's D/N (window bootstrap 95%)")
+ax.errorbar([trend["target"] * 1.08], [trend["at_target"]],
+            yerr=[[trend["at_target"] - trend["pred_lo"]], [trend["pred_hi"] - trend["at_target"]]],
+            fmt="none", c="0.5", capsize=3, label="with the lengths' scatter (95% prediction interval)")
 ax.scatter([trend["target"]], [0.0], marker="*", s=120, c="k", zorder=3, label="blog: tied")
 ax.axhline(0, c="0.5", lw=0.8)
 ax.set(xscale="log", xlabel="training tokens per parameter (Model A)", ylabel="held-out loss, B - A (nats/token)",
@@ -230,12 +235,13 @@ ch.save_figure(fig, "fig_gap_by_length", runs=[r for rs in ladder.values() for r
 # :label: fig-gap-by-length
 # Held-out loss of Model B minus Model A at each training length (dots, paired-bootstrap 95%
 # intervals over the held-out windows), the line fitted through them in ln(D/N) (dashed),
-# its value at the blog's 79 tokens per parameter with a bootstrap interval (open square),
-# and the blog's tie (star).
+# its value at the blog's 79 tokens per parameter with a window-bootstrap interval (open
+# square) and the wider prediction interval that adds the lengths' scatter about the line
+# (grey), and the blog's tie (star).
 # :::
 
 # %%
-ch.markdown(findings.gap_trend_findings(gaps, trend, budget))
+ch.markdown(findings.gap_trend_findings(gaps, trend, ratio, budget))
 
 # %%
 ch.done()

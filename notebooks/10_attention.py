@@ -173,9 +173,14 @@ fmt.to_frame("this budget's pair")
 
 # %% [markdown]
 # The format matches: the same separator between documents, windows cut across them, and
-# no mask at their boundaries. What differs is scale: four layers of four heads instead of
-# twelve of twelve, and a few tokens per parameter instead of 79. Chapter 6's shorter
-# budgets of the same pair show how the sinks move with training length.
+# no mask at their boundaries. What the toy changes is how often a window holds a
+# separator. The blog's pages are mostly shorter than its windows (it notes that only about
+# 3% of FineWeb-Edu pages reach 4k tokens, so packed windows join several pages), while the
+# toy's Python files are mostly longer than its 256-token windows: the table above counts
+# how few training windows hold one. A token that rarely appears cannot become a resting
+# place. The other differences are scale: four layers of four heads instead of twelve of
+# twelve, and a few tokens per parameter instead of 79. Chapter 6's shorter budgets of the
+# same pair show how the sinks move with training length.
 
 # %%
 ladder = training_length.length_ladder(ch.store, ch.budget, seed=seed)

@@ -5,6 +5,7 @@ import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -121,3 +122,36 @@ def test_data_format_reads_the_pairs_stream():
     assert fmt["windows cut across documents"] and fmt["attention crosses documents"]
     assert fmt["windows measured"] == 5 * get_budget("smoke").pair.batch_size
     assert 0 <= fmt["windows with a separator"] <= 1 and fmt["separators per window"] >= 0
+
+
+def test_prediction_interval_matches_the_ols_formula_and_holds_the_line():
+    ladder = _fake_ladder((0.125, 0.25, 0.5, 1.0), steps=10_000)
+    x = np.log([125, 250, 500, 1000])
+    wobble = np.array([0.05, -0.05, -0.05, 0.05])  # off the line: residual SD > 0
+    per_window = {f: {"A": np.full(30, 3.0), "B": np.full(30, 3.0) - 0.5 + 0.02 * xi + w + np.linspace(-1e-3, 1e-3, 30)}
+                  for f, xi, w in zip(ladder, x, wobble)}
+    table = training_length.gap_table(ladder, per_window, 1_000, n_boot=200)
+    tr = training_length.fit_gap_trend(table, per_window, target=79, n_boot=200)
+    # closed form: a two-parameter fit to 4 points leaves 2 degrees of freedom
+    X = np.stack([np.ones(4), x], 1)
+    coef, res, *_ = np.linalg.lstsq(X, table["B - A"].to_numpy(), rcond=None)
+    s = np.sqrt(res[0] / 2)
+    x0 = np.log(79)
+    se = s * np.sqrt(1 + 1 / 4 + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum())
+    half = 4.302652729911275 * se  # t(0.975, 2)
+    assert tr["residual_sd"] == pytest.approx(s, rel=1e-6)
+    assert tr["pred_lo"] == pytest.approx(tr["at_target"] - half, rel=1e-6)
+    assert tr["pred_hi"] == pytest.approx(tr["at_target"] + half, rel=1e-6)
+    assert tr["pred_hi"] - tr["pred_lo"] > tr["hi"] - tr["lo"]  # the lengths' scatter widens it
+
+
+def test_token_ratio_inverts_a_known_loss_curve():
+    # A's loss falls 0.5 nats per doubling; B's sits where A would be at 1.5x the tokens
+    x = np.array([100.0, 200.0, 400.0, 800.0])
+    loss_a = 5 - 0.5 * np.log2(x / 100)
+    loss_b = 5 - 0.5 * np.log2(1.5 * x / 100)
+    table = pd.DataFrame({"loss A": loss_a, "loss B": loss_b}, index=pd.Index(x, name="tokens per parameter"))
+    r = training_length.token_ratio(table)
+    assert r.iloc[:3].to_numpy() == pytest.approx([1.5, 1.5, 1.5]) and np.isnan(r.iloc[3])  # last: past A's range
+    with pytest.raises(ValueError, match="must fall"):
+        training_length.token_ratio(table.assign(**{"loss A": loss_a[::-1]}))

@@ -291,10 +291,11 @@ def pair_findings(final: dict, speed: pd.DataFrame, params: pd.DataFrame, budget
     return _bullets(lines)
 
 
-def gap_trend_findings(gaps: pd.DataFrame, trend: dict, budget: str) -> str:
+def gap_trend_findings(gaps: pd.DataFrame, trend: dict, ratio: pd.Series, budget: str) -> str:
     """Chapter 6's training-length conclusions: B - A at each length with its interval, the
-    direction of the trend, and the fitted line's value at the blog's tokens per parameter
-    (where the blog's models tie) with its bootstrap interval."""
+    direction of the trend, the fitted line's value at the blog's tokens per parameter (where
+    the blog's models tie) with its bootstrap and prediction intervals, and how many times
+    B's tokens Model A needs for B's loss."""
     pts = "; ".join(f"{x:.3g}: {r['B - A']:+.3f} [{r['95% lo']:+.3f}, {r['95% hi']:+.3f}]" for x, r in gaps.iterrows())
     covers = [f"{x:.3g}" for x, r in gaps.iterrows() if r["95% lo"] <= 0 <= r["95% hi"]]
     g = gaps["B - A"].to_numpy()
@@ -313,9 +314,18 @@ def gap_trend_findings(gaps: pd.DataFrame, trend: dict, budget: str) -> str:
            if toward and np.isfinite(trend["zero_at"]) else
            "the gap does not shrink with training length over this range."),
         f"Extrapolated to the blog's {at:.0f} tokens per parameter: B - A = {trend['at_target']:+.3f} (bootstrap 95% "
-        f"{trend['lo']:+.3f} to {trend['hi']:+.3f}); " + ("consistent with the blog's tie." if holds else
-        "the blog's tie lies outside this interval.") + " The line is fitted on lengths up to "
-        f"{gaps.index.max():.1f}; its interval covers the windows' noise, not a change of shape past the last point.",
+        f"{trend['lo']:+.3f} to {trend['hi']:+.3f}, windows resampled); " + ("consistent with the blog's tie."
+        if holds else "the blog's tie lies outside this interval.") + " With the lengths' own scatter about the line "
+        f"(residual SD {trend['residual_sd']:.3f} nats, {trend['n_points'] - 2} degrees of freedom) the 95% prediction "
+        f"interval is {trend['pred_lo']:+.3f} to {trend['pred_hi']:+.3f}, "
+        + ("which covers 0: these lengths cannot tell a tie at 79 from a gap." if trend["pred_lo"] <= 0 <= trend["pred_hi"]
+           else "which excludes 0.") + " Neither interval covers a change of shape past the last point.",
+        "In tokens rather than nats: Model A needs " + "; ".join(
+            f"{v:.2f}x B's tokens to reach B's loss at {x:.3g}" for x, v in ratio.dropna().items())
+        + " tokens per parameter. " + ("A ratio that stays put means a loss gap that shrinks as both curves flatten, "
+                                        "as they do toward the blog's 79." if ratio.dropna().nunique() > 1 and
+                                       abs(np.log(ratio.dropna().iloc[-1] / ratio.dropna().iloc[0])) < np.log(1.25) else
+                                       "The ratio moves with training length, so no constant exchange rate carries to 79."),
     ]
     return _bullets(lines)
 
@@ -490,7 +500,7 @@ def sink_trend_findings(sinks: pd.DataFrame, fmt: pd.Series, names: dict) -> str
              f"{'yes' if fmt['windows cut across documents'] else 'no'}; attention crosses documents: "
              f"{'yes' if fmt['attention crosses documents'] else 'no'} (blog: one <|endoftext|> per page, packed, "
              f"no mask). {fmt['windows with a separator']:.0%} of training windows hold a separator "
-             f"({fmt['separators per window']:.1f} per window; median document {fmt['median document (tokens)']:.0f} "
+             f"({fmt['separators per window']:.2f} per window; median document {fmt['median document (tokens)']:.0f} "
              f"tokens against L = {fmt['training context L']})."]
     for key in ("A", "B"):
         g = sinks[sinks.model == names[key]].sort_values("tokens per parameter")

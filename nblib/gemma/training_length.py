@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 
 from nblib.budgets import Budget
 from nblib.gemma.pair import heldout_loss, ladder_configs, pair_configs, tensor_digest
@@ -86,7 +87,8 @@ def fit_gap_trend(table: pd.DataFrame, per_window: dict, target: float = BLOG_TO
     Also the D/N where the line crosses zero, when it rises toward zero. A line in ln(D/N)
     is the simplest trend the points allow; the interval says nothing about curvature past
     the last point. Returns {"intercept", "slope", "at_target", "lo", "hi", "target",
-    "zero_at", "zero_lo", "zero_hi", "n_points"}."""
+    "zero_at", "zero_lo", "zero_hi", "n_points", "residual_sd", "pred_lo", "pred_hi"}: pred_lo and
+    pred_hi are the OLS prediction interval at `target` from the lengths' scatter about the line."""
     if len(table) < 3:
         raise ValueError(f"{len(table)} training lengths given; a trend with an interval needs at least 3")
     x = np.log(table.index.to_numpy(float))
@@ -104,9 +106,39 @@ def fit_gap_trend(table: pd.DataFrame, per_window: dict, target: float = BLOG_TO
     pred = coef[:, 0] + coef[:, 1] * np.log(target)
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(pred, [tail, 100 - tail])
+    # The lengths' own scatter about the line: the OLS prediction interval at the target
+    # (t with n - 2 degrees of freedom), which the window bootstrap alone does not see.
+    means = gaps.mean(1)
+    resid = means - (a + b * x)
+    dof = len(x) - 2
+    s2 = float(resid @ resid / dof) if dof > 0 else float("nan")
+    x0 = np.log(target)
+    se = np.sqrt(s2 * (1 + 1 / len(x) + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum()))
+    t = scipy.stats.t.ppf(1 - (1 - level) / 2, dof) if dof > 0 else float("nan")
     zero = np.array([_zero_crossing(a_, b_, x.max()) for a_, b_ in coef])
     zero_at = _zero_crossing(a, b, x.max())
     zlo, zhi = np.percentile(zero, tail, method="lower"), np.percentile(zero, 100 - tail, method="higher")
     return {"intercept": float(a), "slope": float(b), "at_target": float(a + b * np.log(target)), "lo": float(lo),
             "hi": float(hi), "target": float(target), "zero_at": zero_at, "zero_lo": float(zlo), "zero_hi": float(zhi),
-            "n_points": len(table)}
+            "n_points": len(table), "residual_sd": float(np.sqrt(s2)), "pred_lo": float(a + b * x0 - t * se),
+            "pred_hi": float(a + b * x0 + t * se)}
+
+
+def token_ratio(table: pd.DataFrame) -> pd.Series:
+    """How many times Model B's tokens Model A needs for the same held-out loss, at each
+    training length of B: A's loss is interpolated linearly in ln(D/N) between the ladder's
+    points (NaN where B's loss lies outside A's measured range). A constant ratio means the
+    loss gap in nats shrinks as both curves flatten; a rising one means it does not."""
+    x = np.log(table.index.to_numpy(float))
+    la, lb = table["loss A"].to_numpy(), table["loss B"].to_numpy()
+    if not np.all(np.diff(la) < 0):
+        raise ValueError("Model A's loss must fall with every longer budget to invert it; got "
+                         f"{np.round(la, 4).tolist()}")
+    out = []
+    for xb, l in zip(x, lb):
+        if not la[-1] <= l <= la[0]:
+            out.append(float("nan"))
+            continue
+        xa = np.interp(l, la[::-1], x[::-1])  # la falls, so interpolate on the reversed arrays
+        out.append(float(np.exp(xa - xb)))
+    return pd.Series(out, index=table.index, name="A's tokens for B's loss (x B's)")

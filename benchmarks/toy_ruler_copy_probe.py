@@ -1,0 +1,130 @@
+"""RULER on models that copy: where chapter 5's "RULER above 0 after extension" would be reached
+(chapter 5; the ladder behind issue "Chapter 5 complete").
+
+The toy book's LCCP models do not copy (chapter 2's copy ladder), and RULER at their LCCP
+context is 0 on every single-needle subtask. This probe scores the same RULER suite (LCCP
+paper §5.1: the toy's prompts, seeds and greedy decoding, `nblib.lccp.downstream.ruler_suite`)
+on the LCCP rung of `toy_lccp_copy_probe.py`: a d64 model that copies at its 128-token short
+context, continued at 1,024 tokens with ABF, at each of its kept LCCP checkpoints and before
+LCCP (its parent with the new RoPE base). Lengths: the toy's LCCP RULER length (256) and
+4x it (1,024, the toy's extension length), which is inside this rung's training context.
+With --pair it scores the toy book's Part 2 models instead (chapter 6's Models A and B and
+chapter 9's all-global control, which copy a random segment from L/2 back with gains of
+1.4-3.2 nats): each at its training context (prompts of L - 32 = 224 tokens), and Model B and the
+all-global control after their YaRN x4 fine-tune at 4L - 32 = 992, the Gemma blog's analogue of a 4x extension.
+One JSON line per (model, checkpoint) goes to benchmarks/results/toy_ruler_copy_probe.jsonl.
+
+    python benchmarks/toy_ruler_copy_probe.py --run-root /path/to/probe/store --samples 10
+    python benchmarks/toy_ruler_copy_probe.py --pair --samples 10   # the book's run store
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from nblib.budgets import get_budget
+from nblib.data import get_tokenizer
+from nblib.gemma import extension, pair
+from nblib.lccp import downstream
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunStore
+
+RESULTS = Path(__file__).resolve().parent / "results"
+OUT = RESULTS / "toy_ruler_copy_probe.jsonl"
+SINGLE = ("niah_single_1", "niah_single_2", "niah_single_3")
+
+
+def lccp_rung(name: str) -> dict:
+    """The last record of `toy_lccp_copy_probe.jsonl` called `name` (its run hashes)."""
+    rows = [json.loads(line) for line in (RESULTS / "toy_lccp_copy_probe.jsonl").read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("name") == name]
+    if not rows:
+        raise SystemExit(f"error: no record named {name!r} in toy_lccp_copy_probe.jsonl")
+    return rows[-1]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run-root", help="the probes' scratch run store (default with --pair: the book's)")
+    p.add_argument("--pair", action="store_true", help="score the toy book's Part 2 models")
+    p.add_argument("--rung", default="lccp-d64L4", help="a record name of toy_lccp_copy_probe.jsonl")
+    p.add_argument("--lengths", type=int, nargs="+", default=[256, 1024])
+    p.add_argument("--samples", type=int, default=10, help="prompts per subtask")
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    b = get_budget("toy")
+    tok = get_tokenizer(b.tokenizer)
+    if a.pair:
+        return _score_all(_pair_models(b, RunStore(a.run_root)), b, tok, a, name="toy pair")
+    if not a.run_root:
+        raise SystemExit("error: --run-root is required without --pair")
+    store = RunStore(a.run_root)
+    rec = lccp_rung(a.rung)
+    lccp = next((r for r in (store.by_hash(h.name) for h in Path(a.run_root).iterdir() if (h / "config.json").exists())
+                 if r.config.init and r.config.init.get("run") == rec["parent_run"]), None)
+    if lccp is None:
+        raise SystemExit(f"error: the LCCP run of {a.rung!r} (parent {rec['parent_run']}) is not in {a.run_root}")
+    parent = store.by_hash(rec["parent_run"])
+    models = [("before LCCP (ABF only)", 0, lambda: _with_base(parent.load_model(lccp.config.init["step"]),
+                                                               lccp.config.init["rope_base"]))]
+    models += [(f"after {c.tokens:,} LCCP tokens", c.tokens, lambda c=c: lccp.load_model(c.step))
+               for c in lccp.checkpoints()]
+    d, train_len = lccp.config.model["d_model"], lccp.config.seq_len
+    return _score_all([(label, tokens, load, a.lengths, d, train_len) for label, tokens, load in models], b, tok, a,
+                      name=a.rung)
+
+
+def _pair_models(b, store) -> list:
+    """(label, tokens, loader, lengths, width, training context) of the toy book's Part 2 models."""
+    cfgs = pair.pair_configs(b)
+    runs = {k: store.run(c) for k, c in cfgs.items()}
+    runs["B-global"] = store.run(pair.all_global_config(b))
+    missing = [k for k, r in runs.items() if not r.is_complete()]
+    if missing:
+        raise SystemExit(f"error: Part 2 runs {missing} are not in {store.root}: run the toy book's chapters 6 and 9")
+    # prompts leave room for the answer inside the context (Model A's position table ends at L)
+    L, T = b.pair.seq_len - b.ruler_max_new, b.pair.seq_len * b.pair.yarn_factor - b.ruler_max_new
+    out = [(f"{pair.MODELS[k][1] if k in pair.MODELS else 'Model B, every layer global'}", r.config.realized_tokens,
+            r.load_model, (L,), r.config.model["d_model"], L) for k, r in runs.items()]
+    for k in ("B", "B-global"):
+        ft = store.run(extension.finetune_config(b, runs[k]))
+        if ft.is_complete():
+            out.append((f"{out[list(runs).index(k)][0]}, YaRN x{b.pair.yarn_factor} fine-tuned", ft.config.realized_tokens,
+                        ft.load_model, (L, T), ft.config.model["d_model"], T))
+    return out
+
+
+def _score_all(models, b, tok, a, name: str) -> int:
+    suites: dict = {}
+    for label, tokens, load, lengths, d, train_len in models:
+        model = load()
+        t0 = time.time()
+        for n in lengths:
+            if n not in suites:
+                suites[n] = downstream.ruler_suite(b, seed=0, length=n, n=a.samples)
+        scores = {n: downstream.ruler_scores(model, tok, suites[n], b.ruler_max_new) for n in lengths}
+        row = {"name": name, "model": label, "tokens": tokens, "samples": a.samples, "d": d, "train_len": train_len,
+               "ruler": {str(n): {t: (None if v != v else round(v, 1)) for t, v in sc.items()} for n, sc in scores.items()},
+               "single_needle_mean": {str(n): round(sum(sc[t] for t in SINGLE if sc[t] == sc[t]) /
+                                                    max(1, sum(sc[t] == sc[t] for t in SINGLE)), 1)
+                                      for n, sc in scores.items()},
+               "seconds": round(time.time() - t0, 1)}
+        append_jsonl(OUT, row)
+        print(json.dumps({k: row[k] for k in ("model", "single_needle_mean", "seconds")}), flush=True)
+    return 0
+
+
+def _with_base(model, base: float):
+    model.set_rope_base(base)
+    return model
+
+
+if __name__ == "__main__":
+    sys.exit(main())
