@@ -105,7 +105,10 @@ def retrieval_along_trajectory(budget: Budget, run: Run, suite: dict, task: str 
         res = run.memo(f"retrieval-{key}-{step}", lambda step=step: retrieval_head_scores(
             run.load_model(step), tok, samples).to_dict(orient="list"), steps=[step])
         frames.append(pd.DataFrame(res).assign(dl=dl))
-    df = pd.concat(frames, ignore_index=True)
+    # a memo read back from JSON lists its keys sorted: fix the column and row order so a
+    # fresh and a cached run save the same table
+    df = pd.concat(frames, ignore_index=True)[["dl", "layer", "head", "score"]]
+    df = df.sort_values(["dl", "layer", "head"], kind="stable", ignore_index=True)
     first = df[df.dl == df.dl.min()]
     tracked = set(map(tuple, first.loc[first.score > threshold, ["layer", "head"]].to_numpy().tolist()))
     df["tracked"] = [(la, h) in tracked for la, h in zip(df["layer"], df["head"])]
