@@ -29,12 +29,7 @@ TOKENS_PER_STEP = 32 * 4
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # the solo tests' convention: same kernels, same bits
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def cfg(steps, seed=0, lr=1e-2, every=None, kind="wsd", **kw):

@@ -27,12 +27,7 @@ NAN = float("nan")
 WORDS = ["the", "report", "café", "naïve", "東京", "budget", "agency", "—", "data", "x=1;", "GAO", "über"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def make_texts(lengths, seed=0, ascii_only=False):

@@ -19,12 +19,7 @@ TINY = {"family": "llama", "vocab_size": V, "d_model": 16, "n_layers": 1, "n_hea
         "max_seq_len": 64}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def parent_config(tmp_path) -> RunConfig:

@@ -27,12 +27,7 @@ TINY = {"family": "llama", "vocab_size": V, "d_model": 32, "n_layers": 2, "n_hea
         "max_seq_len": 128}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def random_pairs(n, seed=0, lo=2, hi=20, answer_vocab=None):

@@ -26,12 +26,7 @@ DATA = {"corpus": "python-stdlib", "tokenizer": "byte", "split": "train", "strea
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # subprocess runs use OMP_NUM_THREADS=1: same kernels, same bits
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def cfg(steps, kind="wsd", every=None, **kw):

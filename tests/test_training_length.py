@@ -17,12 +17,7 @@ from nblib.training.runner import get_or_run, get_or_run_many
 from nblib.training.schedules import schedule_of
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def test_branch_steps_sit_in_the_parents_stable_phase():
