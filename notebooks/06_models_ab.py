@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from nblib.book import findings
+from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
@@ -186,7 +186,7 @@ probes.round(3)
 
 # %%
 final = {k: pair.heldout_loss(m, windows) for k, m in models.items()}
-ch.markdown(findings.pair_findings(final, speed, params, budget))
+ch.markdown(blog_findings.pair_findings(final, speed, params, budget))
 
 # %% [markdown]
 # ## Does the gap close with training length?
@@ -241,7 +241,7 @@ ch.save_figure(fig, "fig_gap_by_length", runs=[r for rs in ladder.values() for r
 # :::
 
 # %%
-ch.markdown(findings.gap_trend_findings(gaps, trend, ratio, budget))
+ch.markdown(blog_findings.gap_trend_findings(gaps, trend, ratio, budget))
 
 # %%
 ch.done()

@@ -49,7 +49,7 @@ import json
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from nblib.book import findings
+from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.data import get_tokenizer
 from nblib.gemma import pair
@@ -205,9 +205,9 @@ ch.save_figure(fig, "fig_decode_steps")
 # ## What we see
 
 # %%
-ch.markdown(findings.kv_cache_findings(measured, table_7b, flops))
+ch.markdown(blog_findings.kv_cache_findings(measured, table_7b, flops))
 if bench is not None:
-    ch.markdown(findings.decode_findings(bench))
+    ch.markdown(blog_findings.decode_findings(bench))
 
 # %%
 ch.done()

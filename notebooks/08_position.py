@@ -44,7 +44,7 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from nblib.book import findings
+from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.gemma import pair
 from nblib.gemma import position as P
@@ -236,7 +236,7 @@ ch.save_figure(fig, "fig_position_table", runs=[runs["A"]])
 
 # %%
 global_layers = [i for i, w in enumerate(B.layer_windows) if w is None]
-ch.markdown(findings.position_findings(counts, slow, slow_untrained, even, picks, check, stats, global_layers))
+ch.markdown(blog_findings.position_findings(counts, slow, slow_untrained, even, picks, check, stats, global_layers))
 
 # %%
 ch.done()

@@ -46,7 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib.book import findings
+from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.data import get_tokenizer
 from nblib.gemma import extension as X
@@ -249,7 +249,7 @@ ch.save_figure(fig, "fig_rope_breakdown", runs=[runs["B"], ft, g_run, g_ft])
 # What the control says, read from the two tables above:
 
 # %%
-ch.markdown(findings.rope_breakdown_findings(breakdown, breakdown_iv, s))
+ch.markdown(blog_findings.rope_breakdown_findings(breakdown, breakdown_iv, s))
 
 # %% [markdown]
 # ## How many steps the fine-tune needs
@@ -348,7 +348,7 @@ passkey.round(2)
 # ## What we see
 
 # %%
-ch.markdown(findings.yarn_findings(ppl, by_pos, intervals, snaps, wv_table, passkey, L, sL, budget))
+ch.markdown(blog_findings.yarn_findings(ppl, by_pos, intervals, snaps, wv_table, passkey, L, sL, budget))
 
 # %%
 ch.done()

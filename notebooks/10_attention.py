@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from nblib.book import findings
+from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.book.figures import glyph_available
 from nblib.data import get_tokenizer
@@ -194,7 +194,7 @@ ch.save_table(sinks.set_index(["model", "tokens per parameter"]), "sinks_by_trai
 sinks.round(3)
 
 # %%
-ch.markdown(findings.sink_trend_findings(sinks, fmt, names))
+ch.markdown(blog_findings.sink_trend_findings(sinks, fmt, names))
 
 # %% [markdown]
 # ## Induction heads, inside and beyond the window
@@ -313,7 +313,7 @@ ch.save_figure(fig, "fig_kl", runs=list(runs.values()))
 # ## What we see
 
 # %%
-ch.markdown(findings.attention_findings(by_layer, induction, ablation, kl_summary, names, L, W, global_layers))
+ch.markdown(blog_findings.attention_findings(by_layer, induction, ablation, kl_summary, names, L, W, global_layers))
 
 # %%
 ch.done()

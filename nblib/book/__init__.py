@@ -3,7 +3,7 @@
 Modules: build (`python -m nblib.book run|test|sync`: papermill, timings, the HTML build and
 its checks), plan (`make plan`: the inputs a budget needs and its compute), chapter (what
 every chapter opens with), figures (saving figures and tables with
-manifests), findings (the sentences a chapter states from its numbers), paper_map and
+manifests), findings and blog_findings (the sentences a chapter states from its numbers), paper_map and
 paper_values (the paper's equations, figures and numbers). May import every other nblib package;
 nothing imports it.
 """

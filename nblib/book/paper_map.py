@@ -111,7 +111,7 @@ PAPER_MAP = [
      "sampling, seeded", "nblib.models.engine.generate; nblib.models.engine.sample_next", "07_kv_cache", "done"),
     (W2, "Decode/prefill benchmark table", "tokens/s with and without the cache, batch 1 and 8, vs transformers",
      "nblib.models.engine.prefill; nblib.models.engine.decode_step", "07_kv_cache", "done (benchmarks/bench_decode.py)"),
-    (W2, "Decode step time plot", "step time against bytes read per step", "nblib.book.findings.decode_findings",
+    (W2, "Decode step time plot", "step time against bytes read per step", "nblib.book.blog_findings.decode_findings",
      "07_kv_cache", "done (benchmarks/bench_decode.py)"),
     (W2, "7B-class cache table", "cache per sequence at 8k/32k/128k", "nblib.gemma.inference_cost.kv_cache_table",
      "07_kv_cache", "done"),
