@@ -100,25 +100,24 @@ def fit_gap_trend(table: pd.DataFrame, per_window: dict, target: float = BLOG_TO
     def fit(g):
         return np.linalg.lstsq(X, g, rcond=None)[0]
 
-    a, b = fit(gaps.mean(1))
+    means = gaps.mean(1)
+    a, b = fit(means)
+    x0 = np.log(target)
     idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
     coef = np.stack([fit(gaps[:, i].mean(1)) for i in idx])  # (n_boot, 2)
-    pred = coef[:, 0] + coef[:, 1] * np.log(target)
     tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(pred, [tail, 100 - tail])
+    lo, hi = np.percentile(coef[:, 0] + coef[:, 1] * x0, [tail, 100 - tail])
     # The lengths' own scatter about the line: the OLS prediction interval at the target
-    # (t with n - 2 degrees of freedom), which the window bootstrap alone does not see.
-    means = gaps.mean(1)
+    # (t with n - 2 >= 1 degrees of freedom), which the window bootstrap alone does not see.
     resid = means - (a + b * x)
     dof = len(x) - 2
-    s2 = float(resid @ resid / dof) if dof > 0 else float("nan")
-    x0 = np.log(target)
+    s2 = float(resid @ resid / dof)
     se = np.sqrt(s2 * (1 + 1 / len(x) + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum()))
-    t = scipy.stats.t.ppf(1 - (1 - level) / 2, dof) if dof > 0 else float("nan")
+    t = scipy.stats.t.ppf(1 - (1 - level) / 2, dof)
     zero = np.array([_zero_crossing(a_, b_, x.max()) for a_, b_ in coef])
     zero_at = _zero_crossing(a, b, x.max())
     zlo, zhi = np.percentile(zero, tail, method="lower"), np.percentile(zero, 100 - tail, method="higher")
-    return {"intercept": float(a), "slope": float(b), "at_target": float(a + b * np.log(target)), "lo": float(lo),
+    return {"intercept": float(a), "slope": float(b), "at_target": float(a + b * x0), "lo": float(lo),
             "hi": float(hi), "target": float(target), "zero_at": zero_at, "zero_lo": float(zlo), "zero_hi": float(zhi),
             "n_points": len(table), "residual_sd": float(np.sqrt(s2)), "pred_lo": float(a + b * x0 - t * se),
             "pred_hi": float(a + b * x0 + t * se)}
