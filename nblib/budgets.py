@@ -88,6 +88,11 @@ class ModelPairSpec:
     # decay branched from the pair's stable phase (nblib.gemma.training_length). At toy:
     # 0.6, 1.2 and 2.4 tokens per parameter of Model A beside the pair's 4.7.
     length_fractions: tuple = (0.125, 0.25, 0.5)
+    # Chapter 9's all-global control (Model B with no window): a WSD run on this fraction of
+    # n_tokens, and the shorter budgets of length_fractions below it as decay branches, so the
+    # breakdown past L is read against training length. At toy, half the pair's tokens: the
+    # same budget as Model B's 0.5 branch, at half the cost of a full-length control.
+    control_fraction: float = 1.0
     finetune_snapshot_every: int = 25
     n_long_docs: int = 500
 
@@ -130,7 +135,7 @@ def _pair_toy() -> ModelPairSpec:
                          # 60 steps (5% of pre-training, the blog's 1% would be 11 steps) so the
                          # snapshot curve can show where the gain saturates; 97 held-out files
                          # have at least 4 x 256 + 1 tokens
-                         finetune_steps=60, finetune_snapshot_every=10, n_long_docs=96)
+                         finetune_steps=60, finetune_snapshot_every=10, n_long_docs=96, control_fraction=0.5)
 
 
 def _pair_smoke() -> ModelPairSpec:
@@ -138,7 +143,7 @@ def _pair_smoke() -> ModelPairSpec:
     return ModelPairSpec(model_a=a, model_b=b, seq_len=64, n_tokens=40 * 4 * 64, batch_size=4, lr=1e-2,
                          warmup_steps=4, decay_frac=0.2, n_checkpoints=4, corpus="python-stdlib",
                          tokenizer="byte", n_eval_windows=8, finetune_steps=6, finetune_snapshot_every=2, n_long_docs=8,
-                         length_fractions=(0.25, 0.5, 0.75))  # 40 steps: every branch decays over 2+ steps
+                         length_fractions=(0.25, 0.5, 0.75), control_fraction=0.75)  # 40 steps: every branch decays over 2+ steps
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ import pandas as pd
 from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.data import get_tokenizer
+from nblib.gemma import breakdown_length
 from nblib.gemma import extension as X
 from nblib.gemma import pair
 from nblib.gemma import position as P
@@ -193,8 +194,9 @@ intervals.round(3)
 # Model B has one global layer in four; the other three attend within $W = L/2$ and never
 # see a distance past it, at any context. A model whose local layers cannot be surprised by a
 # long page may not break past $L$ at all. The control is Model B with every layer global
-# (`pair.all_global_config`: the same weights and training run, no window anywhere), and
-# its own YaRN fine-tune with the same recipe. Both are read on held-out pages of $2sL$
+# (`pair.all_global_config`: the same weights, data and schedule, no window anywhere), and
+# its own YaRN fine-tune with the same recipe. At toy it trains on half the pair's tokens
+# (`control_fraction`), the budget of Model B's 0.5 branch in chapter 6, at half the cost. Both are read on held-out pages of $2sL$
 # tokens, so the rise past $L$ shows at $4L$ and at $8L$: plain RoPE, zero-shot YaRN with
 # $s = 4$ and $s = 8$, and the fine-tune ($s = 4$). Intervals are paired bootstraps over
 # pages, in nats per token, so the rise and what each step recovers of it add up.
@@ -250,6 +252,60 @@ ch.save_figure(fig, "fig_rope_breakdown", runs=[runs["B"], ft, g_run, g_ft])
 
 # %%
 ch.markdown(blog_findings.rope_breakdown_findings(breakdown, breakdown_iv, s))
+
+# %% [markdown]
+# ## Does the breakdown grow with training length?
+#
+# The blog's Model B saw about 79 tokens per parameter before it broke 1.83x at $4L$; the
+# toy's pair sees 4.7. Model B's shorter budgets (chapter 6's decay branches) and the
+# control's own (decay branches of the control's run) are read on the same pages of $2sL$
+# tokens: plain RoPE's page perplexity at $sL$ and $2sL$ against $L$, with a paired bootstrap
+# interval on the rise. A line in $\ln(D/N)$ through the control's points at $sL$ says where
+# it would reach 1.5x if the trend held; three or four points cannot say more.
+
+# %%
+ladder = breakdown_length.breakdown_ladder(ch.store, ch.budget, seed=seed)
+n_params_a = sum(p.numel() for p in runs["A"].load_model().parameters())
+reuse = {runs["B"].hash: nll8["Model B: plain RoPE"], g_run.hash: nll8["all-global B: plain RoPE"]}
+nll_len = {(key, r.config.realized_tokens): reuse[r.hash] if r.hash in reuse else X.page_nll(r.load_model(), docs8)
+           for (key, f), r in ladder.items()}
+by_length = breakdown_length.breakdown_by_length(nll_len, L, (s, 2 * s), n_params_a)
+ch.save_table(by_length, "breakdown_by_training_length", runs=list(ladder.values()))
+trend = breakdown_length.breakdown_trend(by_length, "B-global", f"{s}L", bar=1.5)
+by_length.round(3)
+
+# %% tags=["remove-output"]
+#| label: cell-breakdown-length
+fig, ax = plt.subplots(figsize=(7, 4))
+names = {"B": "Model B", "B-global": "all-global B"}
+for key, c in (("B", "tab:blue"), ("B-global", "tab:orange")):
+    for k, ls in ((s, "-"), (2 * s, ":")):
+        t = by_length.xs((key, f"{k}L"), level=("model", "page"))
+        err = np.exp(t[["95% lo", "95% hi"]].to_numpy().T) - t["ratio"].to_numpy()
+        ax.errorbar(t.index, t["ratio"], yerr=np.abs(err), fmt="o", ls=ls, c=c, capsize=3,
+                    label=f"{names[key]}, page {k}L")
+if np.isfinite(trend["reached_at"]) and trend["reached_at"] > trend["measured_max"]:
+    xs = np.geomspace(by_length.index.get_level_values(2).min(), trend["reached_at"], 50)
+    ax.plot(xs, np.exp(trend["intercept"] + trend["slope"] * np.log(xs)), c="tab:orange", lw=0.8, ls="--",
+            label="line through the control's 4L points")
+ax.axhline(1.5, c="0.4", ls="--", lw=0.8, label="1.5x")
+ax.axhline(blog_findings.BLOG_YARN["page"]["plain RoPE"] / blog_findings.BLOG_YARN["first L"]["plain RoPE"],
+           c="k", lw=0.8, label="blog's Model B at 4L")
+ax.set(xscale="log", xlabel="training tokens per parameter (Model A's count)", ylabel="ppl(kL) / ppl(L), plain RoPE",
+       title="RoPE's breakdown past L against training length")
+ax.legend(fontsize=7)
+ch.save_figure(fig, "fig_breakdown_by_length", runs=list(ladder.values()))
+
+# %% [markdown]
+# :::{figure} #cell-breakdown-length
+# :label: fig-breakdown-length
+# Plain RoPE's page perplexity at $sL$ (solid) and $2sL$ (dotted) over that at $L$, for Model
+# B and the all-global control at each training length, with paired bootstrap 95% intervals
+# over pages; the dashed line extends a fit through the control's $sL$ points.
+# :::
+
+# %%
+ch.markdown(blog_findings.breakdown_length_findings(by_length, trend, s))
 
 # %% [markdown]
 # ## How many steps the fine-tune needs

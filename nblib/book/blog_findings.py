@@ -12,6 +12,7 @@ import pandas as pd
 
 from nblib.book.findings import bullets
 from nblib.book.paper_values import BLOG_ATTENTION, BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, BLOG_YARN
+from nblib.gemma.training_length import BLOG_TOKENS_PER_PARAM
 from nblib.stats import paired_bootstrap
 
 # ---------------------------------------------------------------------------------------
@@ -209,6 +210,35 @@ def rope_breakdown_findings(breakdown: pd.DataFrame, intervals: pd.DataFrame, s:
     lines.append(f"The blog's Model B: {BLOG_YARN['first L']['plain RoPE']} at L and {BLOG_YARN['page']['plain RoPE']} "
                  f"at 4L ({blog:.2f}x); zero-shot YaRN {BLOG_YARN['page']['zero-shot YaRN']}, fine-tuned "
                  f"{BLOG_YARN['page']['YaRN fine-tuned']}.")
+    return bullets(lines)
+
+
+def breakdown_length_findings(table: pd.DataFrame, trend: dict, s: int) -> str:
+    """Chapter 9's breakdown against training length: plain RoPE's ratio ppl(sL)/ppl(L) of
+    Model B and the all-global control at each length with intervals, whether it rises with
+    training, and where a line through the control's points would reach `trend["bar"]`."""
+    names = {"B": "Model B", "B-global": "The all-global control"}
+    lines = []
+    for key in dict.fromkeys(table.index.get_level_values("model")):
+        t = table.xs((key, f"{s}L"), level=("model", "page"))
+        pts = "; ".join(f"{x:.2f} tokens/param {r['ratio']:.2f}x [{np.exp(r['95% lo']):.2f}, {np.exp(r['95% hi']):.2f}]"
+                        for x, r in t.iterrows())
+        rises = t["ratio"].to_numpy()
+        trend_word = ("rises with every longer budget" if np.all(np.diff(rises) > 0) else
+                      "falls with every longer budget" if np.all(np.diff(rises) < 0) else "does not move one way")
+        lines.append(f"{names.get(key, key)}, plain RoPE at {s}L over L: {pts}. The ratio {trend_word}.")
+    bar, at = trend["bar"], trend["reached_at"]
+    if at <= trend["measured_max"]:
+        lines.append(f"The control reaches {bar:g}x at {s}L within the measured range, at {at:.2f} tokens per parameter.")
+    elif np.isfinite(at):
+        lines.append(f"A line in ln(D/N) through the control's {trend['n_points']} points (slope {trend['slope']:+.3f} "
+                     f"nats per e-fold, residual SD {trend['residual_sd']:.3f}) reaches {bar:g}x at about {at:.1f} "
+                     f"tokens per parameter, {at / trend['measured_max']:.1f}x the longest budget measured; the blog "
+                     f"trains at about {BLOG_TOKENS_PER_PARAM:.0f}. This is an extrapolation from few points, not a "
+                     "measurement.")
+    else:
+        lines.append(f"The control's ratio does not rise with training length (slope {trend['slope']:+.3f} nats per "
+                     f"e-fold), so no training length within this trend reaches {bar:g}x at {s}L.")
     return bullets(lines)
 
 

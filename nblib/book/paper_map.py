@@ -140,6 +140,10 @@ PAPER_MAP = [
      "zero-shot YaRN at s and 2s, fine-tuned; rise past L and its recovery with paired intervals",
      "nblib.gemma.pair.all_global_config; nblib.gemma.extension.breakdown_table; "
      "nblib.gemma.extension.breakdown_intervals", "09_yarn", "done (toy: see chapter 9 for whether it breaks)"),
+    (W2, "RoPE breakdown vs training length (beyond)", "plain RoPE's ppl(sL)/ppl(L) of Model B's and the "
+     "all-global control's shorter WSD budgets, with a line in ln(D/N) toward the blog's 79 tokens/param",
+     "nblib.gemma.pair.ladder_configs; nblib.gemma.breakdown_length.breakdown_by_length; "
+     "nblib.gemma.breakdown_length.breakdown_trend", "09_yarn", "done (toy: see chapter 9)"),
     (W2, "Snapshot curve", "whole-page and first-L ppl per fine-tune snapshot", "nblib.gemma.extension.page_nll_cached",
      "09_yarn", "done"),
     (W2, "Whole page vs last L (beyond)", "the blog's unrun check: last tokens scored with the whole page and "

@@ -73,16 +73,19 @@ def check_fractions(fractions) -> tuple[float, ...]:
     return tuple(sorted(fr))
 
 
-def branch_steps(total_steps: int, schedule: dict, fraction: float) -> tuple[int, int]:
+def branch_steps(total_steps: int, schedule: dict, fraction: float, parent_steps: int | None = None) -> tuple[int, int]:
     """(total steps, decay start) of the WSD run with `fraction` of a WSD run's `total_steps`
-    and the same `schedule`; its decay must start inside that run's stable phase, where the
-    two runs are one (chapter 6's training-length ladder branches there)."""
+    and the same `schedule`; its decay must start inside the stable phase of the run it
+    branches from (`parent_steps` long, default `total_steps`), where the two runs are one
+    (chapter 6's training-length ladder branches there)."""
     total = max(2, int(round(total_steps * fraction)))
     start = wsd_stable_steps(total, schedule["decay_frac"])
-    warmup, stable = schedule.get("warmup_steps", 0), wsd_stable_steps(total_steps, schedule["decay_frac"])
+    parent = total_steps if parent_steps is None else parent_steps
+    warmup, stable = schedule.get("warmup_steps", 0), wsd_stable_steps(parent, schedule["decay_frac"])
     if not (max(warmup, 1) <= start < stable):
         raise ValueError(f"fraction {fraction} puts the decay start at step {start}, outside steps {max(warmup, 1)}-"
-                         f"{stable - 1} (after warmup, before the full run's decay): choose a larger fraction")
+                         f"{stable - 1} (after warmup, before the parent run's decay): choose a fraction between "
+                         "those of the warmup and of the parent run")
     return total, start
 
 
@@ -108,39 +111,69 @@ def pair_configs(budget: Budget, seed: int = 0) -> dict[str, RunConfig]:
     return out
 
 
+def control_fractions(budget: Budget) -> tuple[float, ...]:
+    """The shorter budgets of the all-global control's ladder: those of
+    `budget.pair.length_fractions` below `budget.pair.control_fraction`."""
+    cf = budget.pair.control_fraction
+    if not 0 < cf <= 1:
+        raise ValueError(f"control_fraction={cf!r} is not allowed; allowed: a number in (0, 1]")
+    return tuple(f for f in check_fractions(budget.pair.length_fractions) if f < cf)
+
+
 def all_global_config(budget: Budget, seed: int = 0) -> RunConfig:
     """Model B with every layer global (`global_every=1`, so no sliding window anywhere) and
     everything else as Model B's run: the control that asks whether plain RoPE breaks past
-    L once every layer sees every distance (Gemma blog, "Position at longer contexts")."""
+    L once every layer sees every distance (Gemma blog, "Position at longer contexts"). It
+    trains on `budget.pair.control_fraction` of the pair's tokens, as a WSD run with Model
+    B's schedule (so at 0.5 it is the all-global twin of Model B's 0.5 branch), and keeps
+    optimizer state where its own shorter budgets branch off (`ladder_configs`)."""
     b = pair_configs(budget, seed)["B"]
-    return RunConfig(model={**b.model, "global_every": 1}, data=b.data, schedule=b.schedule, n_tokens=b.n_tokens,
-                     batch_size=b.batch_size, seed=seed, budget=budget.name, label="Model B, every layer global",
-                     meta={"pair": "B-global"}, ckpt_every_tokens=b.ckpt_every_tokens, keep_optimizer="last")
+    fractions, cf = control_fractions(budget), budget.pair.control_fraction
+    total = b.total_steps if cf == 1 else branch_steps(b.total_steps, b.schedule, cf)[0]
+    branch_at = tuple(branch_steps(b.total_steps, b.schedule, f, parent_steps=total)[1]
+                      for f in fractions)
+    return RunConfig(model={**b.model, "global_every": 1}, data=b.data, schedule=b.schedule,
+                     n_tokens=total * b.tokens_per_step, batch_size=b.batch_size, seed=seed, budget=budget.name,
+                     label="Model B, every layer global", meta={"pair": "B-global", "length_fraction": cf},
+                     ckpt_every_tokens=b.ckpt_every_tokens, ckpt_steps=branch_at,
+                     keep_optimizer="all" if branch_at else "last")
 
 
-def ladder_configs(budget: Budget, seed: int = 0, fractions=None) -> dict[tuple[str, float], RunConfig]:
-    """{(model key, fraction): RunConfig}: Models A and B trained on `fraction` of the pair's
-    tokens, each a WSD decay branched from the pair's run at its decay start."""
+LADDER_MODELS = {"A": "Model A (GPT-2)", "B": "Model B (Gemma 3-style)", "B-global": "Model B, every layer global"}
+
+
+def ladder_configs(budget: Budget, seed: int = 0, fractions=None, models=("A", "B")) -> dict[tuple[str, float], RunConfig]:
+    """{(model key, fraction): RunConfig}: each model of `models` ("A", "B", "B-global")
+    trained on `fraction` of the pair's tokens, a WSD decay branched from that model's run at
+    its decay start. The all-global control ("B-global") branches only below its own
+    `control_fraction` (default: `control_fractions`)."""
+    parents = {**pair_configs(budget, seed), "B-global": all_global_config(budget, seed)}
+    pair_steps = parents["B"].total_steps
     out = {}
-    for key, parent in pair_configs(budget, seed).items():
-        for f in check_fractions(budget.pair.length_fractions if fractions is None else fractions):
-            total, start = branch_steps(parent.total_steps, parent.schedule, f)
+    for key in models:
+        if key not in parents:
+            raise ValueError(f"model {key!r} is not allowed; allowed: {sorted(parents)}")
+        parent = parents[key]
+        default = control_fractions(budget) if key == "B-global" else budget.pair.length_fractions
+        for f in check_fractions(default if fractions is None else fractions):
+            total, start = branch_steps(pair_steps, parent.schedule, f, parent_steps=parent.total_steps)
             if start not in parent.ckpt_steps:
-                raise ValueError(f"the pair's run keeps no checkpoint at step {start} for fraction {f}: "
-                                 "pair_configs keeps one at every fraction of budget.pair.length_fractions")
+                raise ValueError(f"the {key} run keeps no checkpoint at step {start} for fraction {f}: "
+                                 "its config keeps one at every fraction of its ladder")
             out[(key, f)] = RunConfig(
                 model=parent.model, data=parent.data, schedule=parent.schedule,
                 n_tokens=total * parent.tokens_per_step, batch_size=parent.batch_size, seed=seed,
                 budget=budget.name, init={"run": parent.hash, "step": start, "mode": "continue"},
-                label=f"{MODELS[key][1]}, {f:g} of the tokens", meta={"pair": key, "length_fraction": f})
+                label=f"{LADDER_MODELS[key]}, {f:g} of the tokens", meta={"pair": key, "length_fraction": f})
     return out
 
 
 def part2_configs(budget: Budget, seed: int = 0) -> list[RunConfig]:
     """Every pre-training run of Part 2: Models A and B, their shorter-budget branches (chapter
-    6's training-length ladder) and the all-global Model B (chapter 9's control)."""
+    6's training-length ladder) and the all-global Model B with its own shorter budgets
+    (chapter 9's control)."""
     return [*pair_configs(budget, seed).values(), *ladder_configs(budget, seed).values(),
-            all_global_config(budget, seed)]
+            all_global_config(budget, seed), *ladder_configs(budget, seed, models=("B-global",)).values()]
 
 
 def train_pair(store: RunStore, budget: Budget, seed: int = 0, workers: int | None = None) -> dict[str, Run]:
