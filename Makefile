@@ -28,7 +28,7 @@ plan: setup
 	$(PY) -m nblib.book.plan --budget $(BUDGET)
 
 test: setup
-	$(PY) -m pytest -q -n auto --dist loadfile tests
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests
 	$(PY) -m nblib.book test
 
 clean:

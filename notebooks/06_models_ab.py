@@ -93,8 +93,8 @@ params
 # Same corpus, tokenizer, seed and batches; the same optimizer (Muon for matrices, AdamW for
 # the rest), schedule (warmup, stable, then a linear decay over the last fifth) and token
 # budget. The runs train in parallel, one process per core, together with Part 2's other
-# pre-training runs (the shorter budgets below and chapter 9's all-global control); a run
-# the store already has is read, not retrained.
+# pre-training runs (the shorter budgets below, and chapter 9's all-global control with its
+# own shorter budgets); a run the store already has is read, not retrained.
 
 # %%
 runs = pair.train_pair(ch.store, ch.budget, seed=seed)
@@ -115,6 +115,16 @@ curves = pair.loss_curves(runs, windows)
 ch.save_table(curves, "loss_curves", runs=list(runs.values()))
 speed = pair.training_speed(runs)
 speed
+
+# %% [markdown]
+# What each of Part 2's pre-training runs cost on this machine (one process per core; a
+# branch counts only the steps after its parent's checkpoint):
+
+# %%
+part2_runs = {c.label: ch.store.run(c) for c in pair.part2_configs(ch.budget, seed)}
+cost = pair.training_cost(part2_runs)
+ch.save_table(cost, "training_cost", runs=list(part2_runs.values()))
+cost.round(2)
 
 # %% tags=["remove-output"]
 #| label: cell-loss-curves

@@ -196,16 +196,19 @@ intervals.round(3)
 # long page may not break past $L$ at all. The control is Model B with every layer global
 # (`pair.all_global_config`: the same weights, data and schedule, no window anywhere), and
 # its own YaRN fine-tune with the same recipe. At toy it trains on half the pair's tokens
-# (`control_fraction`), the budget of Model B's 0.5 branch in chapter 6, at half the cost. Both are read on held-out pages of $2sL$
-# tokens, so the rise past $L$ shows at $4L$ and at $8L$: plain RoPE, zero-shot YaRN with
-# $s = 4$ and $s = 8$, and the fine-tune ($s = 4$). Intervals are paired bootstraps over
+# (`control_fraction`): the budget of Model B's 0.5 branch in chapter 6, at half the cost
+# of a full-length run. Both are read on held-out pages of $2sL$ tokens, so the rise past
+# $L$ shows at $4L$ and at $8L$: plain RoPE, zero-shot YaRN with $s = 4$ and $s = 8$, and
+# the fine-tune ($s = 4$). Intervals are paired bootstraps over
 # pages, in nats per token, so the rise and what each step recovers of it add up.
 
 # %%
 g_run = get_or_run(ch.store, pair.all_global_config(ch.budget, seed))
 g_ft = X.finetune_run(ch.store, ch.budget, g_run)
 docs8 = X.long_docs_at(ch.budget, 2 * sL)
-families = {"Model B": (runs["B"], ft), "all-global B": (g_run, g_ft)}
+cf = spec.control_fraction
+control = "all-global B" if cf == 1 else f"all-global B at {cf:g} of the tokens"
+families = {"Model B": (runs["B"], ft), control: (g_run, g_ft)}
 nll8 = {}
 for fam, (parent_run, ft_run) in families.items():
     for name, m in X.breakdown_models(parent_run, ft_run, (s, 2 * s)).items():
@@ -266,7 +269,7 @@ ch.markdown(blog_findings.rope_breakdown_findings(breakdown, breakdown_iv, s))
 # %%
 ladder = breakdown_length.breakdown_ladder(ch.store, ch.budget, seed=seed)
 n_params_a = sum(p.numel() for p in runs["A"].load_model().parameters())
-reuse = {runs["B"].hash: nll8["Model B: plain RoPE"], g_run.hash: nll8["all-global B: plain RoPE"]}
+reuse = {runs["B"].hash: nll8["Model B: plain RoPE"], g_run.hash: nll8[f"{control}: plain RoPE"]}
 nll_len = {(key, r.config.realized_tokens): reuse[r.hash] if r.hash in reuse else X.page_nll(r.load_model(), docs8)
            for (key, f), r in ladder.items()}
 by_length = breakdown_length.breakdown_by_length(nll_len, L, (s, 2 * s), n_params_a)

@@ -1,6 +1,7 @@
 """Models A and B (nblib.gemma.pair), the paired bootstrap (nblib.stats)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -126,3 +127,19 @@ def test_breakdown_measures_match_closed_forms():
     assert np.isclose(rec, 0.75 * 0.6) and np.isclose(more, 0.75 * 0.3)  # exact: same base
     assert np.isclose(iv["share of the rise"].iloc[1], rec / rise)
     assert (iv["95% lo"] <= iv["nats/token"]).all() and (iv["nats/token"] <= iv["95% hi"]).all()
+
+
+def test_training_cost_sums_each_process_clock_and_skips_the_parents_steps():
+    from types import SimpleNamespace
+
+    def fake(records, init=None, tokens_per_step=10):
+        m = pd.DataFrame([{"kind": "train", "step": s, "elapsed_s": e} for s, e in records])
+        return SimpleNamespace(metrics=lambda: m, config=SimpleNamespace(init=init, tokens_per_step=tokens_per_step))
+
+    # a run killed after step 30 (30 s in) and resumed: its new process logs 5 s to step 40
+    solo = fake([(1, 1.0), (10, 10.0), (30, 30.0), (31, 1.0), (40, 5.0)])
+    branch = fake([(101, 2.0), (120, 20.0)], init={"run": "p", "step": 100, "mode": "continue"})
+    t = pair.training_cost({"solo": solo, "branch": branch})
+    assert t.loc["solo", "wall (min)"] == pytest.approx(35 / 60)
+    assert t.loc["solo", "steps trained"] == 40 and t.loc["branch", "steps trained"] == 20
+    assert t.loc["branch", "tokens/s"] == pytest.approx(200 / 20)

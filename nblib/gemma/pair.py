@@ -273,6 +273,25 @@ def training_speed(runs: dict[str, Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def training_cost(runs: dict[str, Run]) -> pd.DataFrame:
+    """What each run {label: Run} cost to train here: the steps and tokens it trained itself
+    (a branch's start from its parent's checkpoint excluded), the wall time its processes
+    logged (summed over resumes: each process restarts its clock), and tokens per second.
+    Rows are indexed by label; a run trained elsewhere and copied in reports its own log."""
+    rows = {}
+    for label, run in runs.items():
+        m = run.metrics()
+        m = m[m["kind"] == "train"]
+        start = run.config.init["step"] if run.config.init and run.config.init.get("mode") == "continue" else 0
+        clock = m["elapsed_s"].to_numpy(float)
+        restarts = np.r_[np.flatnonzero(np.diff(clock) <= 0), len(clock) - 1]  # last record of each process
+        wall = float(clock[restarts].sum())
+        steps = int(m["step"].iloc[-1]) - start
+        rows[label] = {"steps trained": steps, "tokens trained": steps * run.config.tokens_per_step,
+                       "wall (min)": wall / 60, "tokens/s": steps * run.config.tokens_per_step / wall}
+    return pd.DataFrame(rows).T.rename_axis("run")
+
+
 def tensor_digest(x: torch.Tensor) -> str:
     """12 hex digits of the sha256 of a tensor's bytes: names cached evaluations by their inputs."""
     return hashlib.sha256(x.numpy().tobytes()).hexdigest()[:12]
