@@ -195,10 +195,9 @@ intervals.round(3)
 # see a distance past it, at any context. A model whose local layers cannot be surprised by a
 # long page may not break past $L$ at all. The control is Model B with every layer global
 # (`pair.all_global_config`: the same weights, data and schedule, no window anywhere), and
-# its own YaRN fine-tune with the same recipe. At toy it trains on half the pair's tokens
-# (`control_fraction`): the budget of Model B's 0.5 branch in chapter 6, at half the cost
-# of a full-length run. Both are read on held-out pages of $2sL$ tokens, so the rise past
-# $L$ shows at $4L$ and at $8L$: plain RoPE, zero-shot YaRN with $s = 4$ and $s = 8$, and
+# its own YaRN fine-tune with the same recipe, trained on `control_fraction` of the pair's
+# tokens (all of them at toy). Both are read on held-out pages of $2sL$ tokens, so the rise
+# past $L$ shows at $4L$ and at $8L$: plain RoPE, zero-shot YaRN with $s = 4$ and $s = 8$, and
 # the fine-tune ($s = 4$). Intervals are paired bootstraps over
 # pages, in nats per token, so the rise and what each step recovers of it add up.
 

@@ -100,9 +100,11 @@ def test_all_global_variant_is_model_b_with_no_window():
     g_cfg = pair.all_global_config(get_budget("toy"))
     assert {k: v for k, v in g_cfg.model.items() if k != "global_every"} == b_cfg.model
     assert g_cfg.data == b_cfg.data and g_cfg.schedule == b_cfg.schedule
-    # toy trains the control on half the pair's tokens: the budget of Model B's 0.5 branch
-    b_half = pair.ladder_configs(get_budget("toy"))[("B", 0.5)]
-    assert g_cfg.n_tokens == b_half.n_tokens and g_cfg.total_steps == b_half.total_steps
+    assert g_cfg.n_tokens == b_cfg.n_tokens and g_cfg.total_steps == b_cfg.total_steps  # toy: as long as B
+    # smoke trains it on 3/4 of the pair's tokens: the budget of Model B's 0.75 branch
+    smoke = get_budget("smoke")
+    twin = pair.ladder_configs(smoke)[("B", smoke.pair.control_fraction)]
+    assert pair.all_global_config(smoke).total_steps == twin.total_steps
     b, g = meta("gemma3", {k: v for k, v in b_cfg.model.items() if k != "family"}), \
         meta("gemma3", {k: v for k, v in g_cfg.model.items() if k != "family"})
     assert b.layer_windows.count(None) == 1 and g.layer_windows == [None] * g.config.n_layers
