@@ -378,7 +378,7 @@ print(f"R at the first point {r_meas[0]:.2f}, at the last {r_meas[-1]:.2f} "
 plot = ch.store.root / "monitor" / f"{traj.hash}.png"
 last = traj.manifest["realized_tokens"]
 cmd = [sys.executable, "-m", "nblib.lccp.monitor", str(traj.path), "--eval-every", str(int(round(b.s5_eval_every / b.s5_ckpt_every))),
-       "--future", str(2 * last), str(4 * last), "--n-boot", str(max(20, ch.n_boot // 2)), "--plot", str(plot)]
+       "--future", str(2 * last), str(4 * last), "--n-boot", str(max(8, ch.n_boot // 2)), "--plot", str(plot)]
 out = subprocess.run(cmd, capture_output=True, text=True)
 print(out.stdout[-4000:] or out.stderr[-4000:])
 

@@ -46,7 +46,8 @@ def test_monitor_cli_on_a_smoke_trajectory(tmp_path):
     ok = subprocess.run(cmd + ["--future", "1e6", "--plot", str(tmp_path / "m.png")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert "Eq. 2 fit" in ok.stdout and "7 Last4 evaluation points" in ok.stdout and (tmp_path / "m.png").exists()
-    cached = list((store.run(long).path / "evals").glob("monitor-*.json"))
+    # the run's Last4 points share Evaluator.merged's cache with the chapters: 7 memo entries
+    cached = list((store.run(long).path / "evals").glob("ppl-*-lastM-*.json"))
     assert len(cached) == 7
     again = subprocess.run(cmd, capture_output=True, text=True)  # everything cached now
     assert again.returncode == 0

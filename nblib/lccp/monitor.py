@@ -8,8 +8,9 @@ of safetensors checkpoints named by step (`step_000123.safetensors` or
 {"family": ..., **config}), --tokens-per-step and --budget (whose annotated LongPPL test set
 and tokenizer are used; its reference must exist in --run-root, or --train-reference trains
 it there). Checkpoints are verified (sha256) before use and evaluations are cached under the
-hash of the weights they read, so changed weights are evaluated anew. Errors print one line
-and exit 2.
+hash of the weights they read, so changed weights are evaluated anew; a run-store run's
+Last4 points share the cache of `Evaluator.merged`, so what chapter 4 evaluated is read.
+Errors print one line and exit 2.
 
 At every `eval-every`-th checkpoint it evaluates Last4 (the checkpoint and the three
 before it; the LCCP paper §4.1) and caches the result, fits Eq. 2 (§4.3,
@@ -65,7 +66,11 @@ def _folder_checkpoints(folder: Path) -> dict[int, Path]:
 
 
 def collect(run_dir: Path, args):
-    """(steps->weights, tokens_per_step, build_model(state)->model, evaluator, cache path)."""
+    """(steps->weights, tokens_per_step, evaluate(window steps)->{long_ppl, short_ppl}).
+
+    A run-store run's Last4 goes through `Evaluator.merged`, the cache the chapters read too,
+    so a point chapter 4 has evaluated is read, not recomputed. A plain folder's Last4 is
+    cached in <folder>/.monitor under the hash of the weights it reads."""
     if (run_dir / "config.json").exists():
         cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
         store = RunStore(run_dir.parent)
@@ -78,7 +83,7 @@ def collect(run_dir: Path, args):
             verify_checkpoint(c.path, deep=True)
         steps = {c.step: c.weights for c in ckpts}
         ev = _evaluator(get_budget(cfg.budget), store, args.train_reference)
-        return steps, cfg.tokens_per_step, lambda state: run.load_model(state_dict=state), ev, run.path / "evals"
+        return steps, cfg.tokens_per_step, lambda window: ev.merged(run, window, "lastM", m=len(window))
     missing = [o for o in ("model_config", "tokens_per_step", "budget") if getattr(args, o) is None]
     if missing:
         raise MonitorError(f"{run_dir} is not a run-store run (no config.json); a plain checkpoint folder needs "
@@ -100,8 +105,22 @@ def collect(run_dir: Path, args):
                                f"{str(e).splitlines()[0]}") from None
         return model.eval()
 
+    steps = _folder_checkpoints(run_dir)
     ev = _evaluator(get_budget(args.budget), RunStore(args.run_root), args.train_reference)
-    return _folder_checkpoints(run_dir), int(args.tokens_per_step), build, ev, run_dir / ".monitor"
+    cache = run_dir / ".monitor"
+
+    def evaluate_window(window):
+        files = [steps[s] for s in window]
+        key = cache / f"monitor-{ev.key}-last{len(window)}-{'-'.join(map(str, window))}-{_window_id(files)}.json"
+        if key.exists():
+            return json.loads(key.read_text())
+        state = merge("lastM", files, m=len(window), iterations=window)  # verifies, refuses non-finite weights
+        res = ev._evaluate(build(state))
+        if np.isfinite([res["long_ppl"], res["short_ppl"]]).all():
+            atomic_write_json(key, res)
+        return res
+
+    return steps, int(args.tokens_per_step), evaluate_window
 
 
 def _evaluator(budget, store: RunStore, train_reference: bool) -> Evaluator:
@@ -125,25 +144,19 @@ def _window_id(files: list) -> str:
     return h.hexdigest()[:16]
 
 
-def evaluate_points(steps: dict, tps: int, build, ev, cache: Path, eval_every: int, m: int = 4) -> list[dict]:
-    """Last4 LongPPL/ShortPPL at every eval_every-th checkpoint that has m-1 predecessors."""
+def evaluate_points(steps: dict, tps: int, evaluate_window, eval_every: int, m: int = 4) -> list[dict]:
+    """Last4 LongPPL/ShortPPL at every eval_every-th checkpoint that has m-1 predecessors:
+    `evaluate_window(window steps)` scores the merge of the m checkpoints ending there."""
     order = sorted(steps)
     points = []
     for i in range(m - 1, len(order)):
         if (i + 1) % eval_every:
             continue
         window = order[i - m + 1:i + 1]
-        files = [steps[s] for s in window]
-        key = cache / f"monitor-{ev.key}-last{m}-{'-'.join(map(str, window))}-{_window_id(files)}.json"
-        if key.exists():
-            res = json.loads(key.read_text())
-        else:
-            state = merge("lastM", files, m=m, iterations=window)  # verifies checkpoints, refuses non-finite weights
-            res = ev._evaluate(build(state))
-            if not all(np.isfinite([res["long_ppl"], res["short_ppl"]])):
-                raise MonitorError(f"Last4 at step {window[-1]} gives LongPPL {res['long_ppl']} and ShortPPL "
-                                   f"{res['short_ppl']}: the merged weights do not evaluate to finite numbers")
-            atomic_write_json(key, res)
+        res = evaluate_window(window)
+        if not all(np.isfinite([res["long_ppl"], res["short_ppl"]])):
+            raise MonitorError(f"Last4 at step {window[-1]} gives LongPPL {res['long_ppl']} and ShortPPL "
+                               f"{res['short_ppl']}: the merged weights do not evaluate to finite numbers")
         points.append({"step": window[-1], "Dl": window[-1] * tps, "long_ppl": res["long_ppl"],
                        "short_ppl": res["short_ppl"]})
     return points
@@ -203,10 +216,10 @@ def main(argv=None) -> int:
         raise MonitorError(f"{run_dir} is not a folder")
     if args.eval_every < 1:
         raise MonitorError(f"--eval-every must be >= 1, got {args.eval_every}")
-    steps, tps, build, ev, cache = collect(run_dir, args)
+    steps, tps, evaluate_window = collect(run_dir, args)
     if len(steps) < 4:
         raise MonitorError(f"{run_dir} has {len(steps)} checkpoint(s); Last4 needs at least 4")
-    points = evaluate_points(steps, tps, build, ev, cache, args.eval_every)
+    points = evaluate_points(steps, tps, evaluate_window, args.eval_every)
     print(f"{len(points)} Last4 evaluation points ({len(steps)} checkpoints, {tps:,} tokens/step)")
     print(f"{'Dl (tokens)':>14} {'LongPPL':>9} {'ShortPPL':>9}")
     for p in points:
