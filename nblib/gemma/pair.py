@@ -27,6 +27,7 @@ from nblib.training.runner import get_or_run_many
 from nblib.training.schedules import wsd_stable_steps
 
 MODELS = {"A": ("gpt2", "Model A (GPT-2)"), "B": ("gemma3", "Model B (Gemma 3-style)")}
+CONTROL_LABEL = "Model B, every layer global"  # chapter 9's all-global control
 
 
 COMPONENTS = ("token embedding", "position embedding", "attention", "MLP", "norms")
@@ -134,12 +135,9 @@ def all_global_config(budget: Budget, seed: int = 0) -> RunConfig:
                       for f in fractions)
     return RunConfig(model={**b.model, "global_every": 1}, data=b.data, schedule=b.schedule,
                      n_tokens=total * b.tokens_per_step, batch_size=b.batch_size, seed=seed, budget=budget.name,
-                     label="Model B, every layer global", meta={"pair": "B-global", "length_fraction": cf},
+                     label=CONTROL_LABEL, meta={"pair": "B-global", "length_fraction": cf},
                      ckpt_every_tokens=b.ckpt_every_tokens, ckpt_steps=branch_at,
                      keep_optimizer="all" if branch_at else "last")
-
-
-LADDER_MODELS = {"A": "Model A (GPT-2)", "B": "Model B (Gemma 3-style)", "B-global": "Model B, every layer global"}
 
 
 def ladder_configs(budget: Budget, seed: int = 0, fractions=None, models=("A", "B")) -> dict[tuple[str, float], RunConfig]:
@@ -148,6 +146,7 @@ def ladder_configs(budget: Budget, seed: int = 0, fractions=None, models=("A", "
     its decay start. The all-global control ("B-global") branches only below its own
     `control_fraction` (default: `control_fractions`)."""
     parents = {**pair_configs(budget, seed), "B-global": all_global_config(budget, seed)}
+    labels = {**{k: label for k, (_, label) in MODELS.items()}, "B-global": CONTROL_LABEL}
     pair_steps = parents["B"].total_steps
     out = {}
     for key in models:
@@ -164,7 +163,7 @@ def ladder_configs(budget: Budget, seed: int = 0, fractions=None, models=("A", "
                 model=parent.model, data=parent.data, schedule=parent.schedule,
                 n_tokens=total * parent.tokens_per_step, batch_size=parent.batch_size, seed=seed,
                 budget=budget.name, init={"run": parent.hash, "step": start, "mode": "continue"},
-                label=f"{LADDER_MODELS[key]}, {f:g} of the tokens", meta={"pair": key, "length_fraction": f})
+                label=f"{labels[key]}, {f:g} of the tokens", meta={"pair": key, "length_fraction": f})
     return out
 
 
