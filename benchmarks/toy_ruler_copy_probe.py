@@ -12,10 +12,14 @@ With --pair it scores the toy book's Part 2 models instead (chapter 6's Models A
 chapter 9's all-global control, which copy a random segment from L/2 back with gains of
 1.4-3.2 nats): each at its training context (prompts of L - 32 = 224 tokens), and Model B and the
 all-global control after their YaRN x4 fine-tune at 4L - 32 = 992, the Gemma blog's analogue of a 4x extension.
-One JSON line per (model, checkpoint) goes to benchmarks/results/toy_ruler_copy_probe.jsonl.
+With --format code it scores RULER's three single-needle subtasks written as code instead
+(`nblib.evals.code_niah`: the needle an assignment line, the answer prefix its left side), the
+form a model trained only on Python source can answer by copying.
+One JSON line per (model, checkpoint, format) goes to benchmarks/results/toy_ruler_copy_probe.jsonl.
 
     python benchmarks/toy_ruler_copy_probe.py --run-root /path/to/probe/store --samples 10
     python benchmarks/toy_ruler_copy_probe.py --pair --samples 10   # the book's run store
+    python benchmarks/toy_ruler_copy_probe.py --pair --format code --samples 20
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import torch
 
 from nblib.budgets import get_budget
 from nblib.data import get_tokenizer
+from nblib.evals import code_niah
 from nblib.gemma import extension, pair
 from nblib.lccp import downstream
 from nblib.store.atomic import append_jsonl
@@ -37,7 +42,8 @@ from nblib.store.runstore import RunStore
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OUT = RESULTS / "toy_ruler_copy_probe.jsonl"
-SINGLE = ("niah_single_1", "niah_single_2", "niah_single_3")
+SINGLE = {"ruler": ("niah_single_1", "niah_single_2", "niah_single_3"), "code": code_niah.TASKS}
+SUITES = {"ruler": downstream.ruler_suite, "code": downstream.code_needle_suite}
 
 
 def lccp_rung(name: str) -> dict:
@@ -53,16 +59,23 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run-root", help="the probes' scratch run store (default with --pair: the book's)")
     p.add_argument("--pair", action="store_true", help="score the toy book's Part 2 models")
+    p.add_argument("--ladder", action="store_true",
+                   help="score Part 2's training-length ladder (Models A and B and the all-global control at every "
+                        "fraction of their tokens) at the pair's context")
     p.add_argument("--rung", default="lccp-d64L4", help="a record name of toy_lccp_copy_probe.jsonl")
     p.add_argument("--lengths", type=int, nargs="+", default=[256, 1024])
     p.add_argument("--samples", type=int, default=10, help="prompts per subtask")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--format", choices=sorted(SUITES), default="ruler",
+                   help="RULER's English prompts, or its single-needle subtasks written as code (nblib.evals.code_niah)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     b = get_budget("toy")
     tok = get_tokenizer(b.tokenizer)
     if a.pair:
         return _score_all(_pair_models(b, RunStore(a.run_root)), b, tok, a, name="toy pair")
+    if a.ladder:
+        return _score_all(_ladder_models(b, RunStore(a.run_root)), b, tok, a, name="toy pair ladder")
     if not a.run_root:
         raise SystemExit("error: --run-root is required without --pair")
     store = RunStore(a.run_root)
@@ -101,6 +114,21 @@ def _pair_models(b, store) -> list:
     return out
 
 
+def _ladder_models(b, store) -> list:
+    """(label, tokens, loader, lengths, width, training context) of chapter 6's and chapter 9's
+    training-length ladders: each Part 2 model and each of its shorter-budget branches."""
+    L = b.pair.seq_len - b.ruler_max_new
+    cfgs = {**{(k, 1.0): c for k, c in pair.pair_configs(b).items()},
+            ("B-global", float(b.pair.control_fraction)): pair.all_global_config(b),
+            **pair.ladder_configs(b, models=("A", "B", "B-global"))}
+    runs = {k: store.run(c) for k, c in sorted(cfgs.items())}
+    missing = [k for k, r in runs.items() if not r.is_complete()]
+    if missing:
+        raise SystemExit(f"error: Part 2 runs {missing} are not in {store.root}: run the toy book's chapters 6 and 9")
+    return [(r.config.label, r.config.realized_tokens, r.load_model, (L,), r.config.model["d_model"], L)
+            for r in runs.values()]
+
+
 def _score_all(models, b, tok, a, name: str) -> int:
     suites: dict = {}
     for label, tokens, load, lengths, d, train_len in models:
@@ -108,12 +136,13 @@ def _score_all(models, b, tok, a, name: str) -> int:
         t0 = time.time()
         for n in lengths:
             if n not in suites:
-                suites[n] = downstream.ruler_suite(b, seed=0, length=n, n=a.samples)
+                suites[n] = SUITES[a.format](b, seed=0, length=n, n=a.samples)
         scores = {n: downstream.ruler_scores(model, tok, suites[n], b.ruler_max_new) for n in lengths}
-        row = {"name": name, "model": label, "tokens": tokens, "samples": a.samples, "d": d, "train_len": train_len,
+        single = SINGLE[a.format]
+        row = {"name": name, "format": a.format, "model": label, "tokens": tokens, "samples": a.samples, "d": d, "train_len": train_len,
                "ruler": {str(n): {t: (None if v != v else round(v, 1)) for t, v in sc.items()} for n, sc in scores.items()},
-               "single_needle_mean": {str(n): round(sum(sc[t] for t in SINGLE if sc[t] == sc[t]) /
-                                                    max(1, sum(sc[t] == sc[t] for t in SINGLE)), 1)
+               "single_needle_mean": {str(n): round(sum(sc[t] for t in single if sc[t] == sc[t]) /
+                                                    max(1, sum(sc[t] == sc[t] for t in single)), 1)
                                       for n, sc in scores.items()},
                "seconds": round(time.time() - t0, 1)}
         append_jsonl(OUT, row)

@@ -211,36 +211,66 @@ ch.save_figure(fig, "fig08a_ruler_after_extension", runs=ext_runs)
 # (right, Fig. 13), from the raw checkpoint and from Last4.
 # :::
 #
-# ### Would models that copy score above zero?
+# ### RULER's single needles, written as code
 #
-# This budget's LCCP models do not copy (chapter 2), so a RULER of 0 could be only that.
-# A probe (`benchmarks/toy_ruler_copy_probe.py`) runs the same RULER prompts on the
-# project's models that do copy a random segment: chapter 2's d64 LCCP rung (copying at
-# its 128-token short context, continued at 1,024 tokens) at each LCCP checkpoint, and
-# Part 2's Models A and B and the all-global control (gains of 1.4-3.2 nats at L/2),
-# with Model B's and the control's YaRN x4 fine-tunes at 4x their context.
+# This budget's LCCP models are trained on Python source only, and RULER asks in English:
+# the needle reads "One of the special magic numbers for {key} is: {value}." and the answer
+# prefix "The special magic numbers for {key} mentioned in the provided text are" does not
+# repeat the needle's words, so even a model that copies cannot answer it.
+# `nblib.evals.code_niah` keeps RULER's three single-needle subtasks (one key-value needle at
+# an even spread of depths, asked for at the end, `string_match_all`, the same sizing and
+# keys) and writes them as code: the needle is a line `magic_number_{key} = 6965307`, the
+# question a comment, and the answer prefix repeats the needle's left side, so an induction
+# head can answer. The same S5 models as above, at the LCCP context and after the extension:
+
+# %%
+code_traj = downstream.ruler_along_trajectory(b, run, downstream.code_needle_suite(b, seed=seed), post_points)
+code_ext = post_training.ruler_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)},
+                                     post_training.extended_code_needle_suite(b, seed=seed))
+code_needles = pd.concat([code_traj.assign(stage=f"LCCP, {length} tokens"),
+                          code_ext.assign(stage=f"after the 4x extension, {ext_len} tokens")], ignore_index=True)
+ch.save_table(code_needles, "code_needles", runs=[run, *ext_runs])
+code_needles.groupby(["stage", "dl", "protocol"], sort=False).score.mean().unstack().round(1)
+
+# %% [markdown]
+# ### Which models answer? A ladder over the project's models that copy
+#
+# A probe (`benchmarks/toy_ruler_copy_probe.py`) runs both forms, RULER as written and the
+# code form, on the project's models that copy a random segment: chapter 2's d64 LCCP rung
+# (copying at its 128-token short context, continued at 1,024 tokens) at each LCCP
+# checkpoint, and Part 2's Models A and B and the all-global control (gains of 1.4-3.2 nats
+# at L/2), with Model B's and the control's YaRN x4 fine-tunes at 4x their context. A third
+# run scores the code form along Part 2's training-length ladder (chapter 6): each model
+# after 1/8, 1/4, 1/2 and all of its tokens.
 
 # %%
 probe_path = REPO_ROOT / "benchmarks" / "results" / "toy_ruler_copy_probe.jsonl"
+ruler_probe = None
 if probe_path.exists():
     probe = pd.read_json(probe_path, lines=True)
-    probe_rows = [{"probe": r["name"], "model": r["model"], "width": r["d"], "trained at": r["train_len"],
-                   "RULER length": int(n), "single-needle mean": r["single_needle_mean"][n],
-                   "mean over subtasks that fit": float(np.nanmean([v for v in r["ruler"][n].values() if v is not None]))}
+    probe["format"] = probe["format"].fillna("ruler") if "format" in probe else "ruler"
+    probe_rows = [{"format": r["format"], "probe": r["name"], "model": r["model"], "width": r["d"],
+                   "trained at": r["train_len"], "samples": r["samples"], "RULER length": int(n),
+                   "single-needle mean": r["single_needle_mean"][n]}
                   for _, r in probe.iterrows() for n in r["ruler"]]
-    ruler_probe = pd.DataFrame(probe_rows).drop_duplicates(["probe", "model", "RULER length"], keep="last")
-    display(ruler_probe.set_index(["probe", "model", "RULER length"]).round(1))
+    ruler_probe = pd.DataFrame(probe_rows).drop_duplicates(["format", "probe", "model", "RULER length"], keep="last")
+    display(ruler_probe.pivot_table(index=["probe", "model", "RULER length"], columns="format",
+                                    values="single-needle mean", sort=False).round(1))
 else:
     print(f"no probe records at {probe_path}")
 
+# %%
+ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
+
 # %% [markdown]
-# Every single-needle score is 0 here too. Greedy continuations show why: asked "What are
-# all the special magic numbers for ... ? The special magic numbers ... are", these models,
-# trained on Python source only, continue with Python comments. RULER's English question
-# and answer prefix do not repeat the needle's own words ("One of the special magic numbers
-# for ... is:"), so copying alone cannot answer it; chapter 9's passkey rows make the same
-# point in the corpus's own format. A RULER above 0 at this budget needs either prompts in
-# the corpus's format or instruction data before the test, not only models that copy.
+# The code form moves the question from "can it read English" to "can it retrieve". The
+# bullets above say which models answer: at this budget, only Part 2's Model B and its
+# all-global control, the models that copy best, and only after all of their tokens; their
+# YaRN x4 fine-tunes answer a few prompts at 4x their context. The S5 LCCP models, which do
+# not copy at long range (chapter 2), answer none in either form, before or after the
+# extension. So RULER above 0 after the extension at this budget needs an LCCP grid whose
+# models copy at long range (chapter 2's cost table prices one), not another extension
+# recipe.
 #
 # ## Fig. 8b, Fig. 14 and Fig. 15: long-context SFT
 #

@@ -260,6 +260,29 @@ def post_training_findings(ext_suite: dict, ruler_ext: pd.DataFrame, ext_len: in
     return bullets(lines)
 
 
+def code_needle_findings(code_needles: pd.DataFrame, probe: pd.DataFrame | None) -> str:
+    """What RULER's single needles written as code (`nblib.evals.code_niah`) show: the S5
+    trajectory's models at each stage (mean and best score over starting points and
+    protocols), and each probe's models that copy, per format and length."""
+    lines = []
+    for stage, g in code_needles.dropna().groupby("stage", sort=False):
+        per = g.groupby(["dl", "protocol"]).score.mean()
+        best = (f"best {per.max():.1f} ({per.idxmax()[1]} from Dl/N = {per.idxmax()[0]:g})" if per.max() > 0
+                else "0 from every starting point")
+        lines.append(f"S5 trajectory, {stage}: the three code-format single needles average {per.mean():.1f} "
+                     f"over {len(per)} models (Raw and Last4 at {g.dl.nunique()} points), {best}.")
+    if probe is not None and len(probe):
+        for (fmt, name), g in probe.groupby(["format", "probe"], sort=False):
+            reached = g[g["single-needle mean"] > 0]
+            head = (f"Probe {name!r}, {'RULER as written' if fmt == 'ruler' else 'written as code'} "
+                    f"({int(g.samples.max())} prompts per subtask): ")
+            lines.append(head + (
+                f"above 0 on {len(reached)} of {len(g)} (model, length) rows: " + "; ".join(
+                    f"{r.model} at {r['RULER length']} tokens: {r['single-needle mean']:.1f}"
+                    for _, r in reached.iterrows()) if len(reached) else f"0 on all {len(g)} (model, length) rows") + ".")
+    return bullets(lines)
+
+
 def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t14: pd.DataFrame,
                         length: int) -> str:
     """Chapter 5's conclusions next to the LCCP paper's: which RULER subtasks fit and where

@@ -71,6 +71,11 @@ PAPER_MAP = [
     (W1, "Fig. 17", "elasticity ratio R(Dl)", "nblib.lccp.scaling.elasticity_ratio", "04_constant_last4", "done"),
     (W1, "Fig. 18", "retrieval-head score of the fixed heads and the count above 0.1",
      "nblib.metrics.attention_maps.retrieval_head_scores; nblib.lccp.downstream.retrieval_along_trajectory", "05_downstream", "done"),
+    (W1, "RULER's single needles as code (beyond)", "niah_single_1-3 written in the code corpus's format (needle an "
+     "assignment, answer prefix its left side) at the LCCP context and after 4x extension, with a probe ladder over "
+     "models that copy", "nblib.evals.code_niah.make_task; nblib.lccp.downstream.code_needle_suite; "
+     "nblib.lccp.post_training.extended_code_needle_suite", "05_downstream",
+     "done: 0 on the toy S5 models (they do not copy); above 0 only on Part 2's Model B and its control"),
     # --- the LCCP paper: tables -----------------------------------------------------------------
     (W1, "Table 1", "model configurations S1-S5", "nblib.lccp.experiments.model_table", "02_setup", "done"),
     (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),

@@ -150,27 +150,36 @@ def _key(kind: str, rng, words: list[str], taken: set) -> str:
             return k
 
 
-def _boundaries(text: str) -> np.ndarray:
-    """Character offsets where a needle may go: after a line break or a sentence end."""
-    pos = [0] + [m.end() for m in re.finditer(r"\n|(?<=[.!?]) ", text)] + [len(text)]
+SENTENCE_OR_LINE = r"\n|(?<=[.!?]) "
+
+
+def _boundaries(text: str, boundary: str = SENTENCE_OR_LINE) -> np.ndarray:
+    """Character offsets where a needle may go: the ends of `boundary`'s matches (by default
+    after a line break or a sentence end), plus the text's start and end."""
+    pos = [0] + [m.end() for m in re.finditer(boundary, text)] + [len(text)]
     return np.unique(np.asarray(pos))
 
 
-def _insert(hay: str, needles: list[tuple[float, str]]) -> tuple[str, list[tuple[int, int]]]:
-    """Insert needle sentences at relative depths (each at the nearest boundary), returning
-    the text and every needle's (start, end) span in it, in the input order."""
-    b = _boundaries(hay)
+def _insert(hay: str, needles: list[tuple[float, str]], boundary: str = SENTENCE_OR_LINE
+            ) -> tuple[str, list[tuple[int, int]]]:
+    """Insert needle sentences at relative depths (each at the nearest `boundary`), returning
+    the text and every needle's (start, end) span in it, in the input order. A needle that
+    ends in whitespace (a whole line) is inserted as it is; its span leaves that whitespace out."""
+    b = _boundaries(hay, boundary)
     at = [int(b[np.abs(b - d * len(hay)).argmin()]) for d, _ in needles]
     order = np.argsort(at, kind="stable")
-    out, spans, last, shift = [], [None] * len(needles), 0, 0
+    out, spans, last = [], [None] * len(needles), 0
     for i in order:
-        piece = hay[last:at[i]]
-        sep = "" if not piece or piece.endswith(("\n", " ")) else " "
+        piece, needle = hay[last:at[i]], needles[i][1]
+        whole = needle != needle.rstrip()
+        if whole:  # a line: it starts a line of its own
+            sep = "" if not piece or piece.endswith("\n") else "\n"
+        else:
+            sep = "" if not piece or piece.endswith(("\n", " ")) else " "
         out.append(piece + sep)
         start = sum(map(len, out))
-        text = needles[i][1] + (" " if at[i] < len(hay) and not hay[at[i]:at[i] + 1].isspace() else "")
-        out.append(text)
-        spans[i] = (start, start + len(needles[i][1]))
+        out.append(needle + (" " if not whole and at[i] < len(hay) and not hay[at[i]:at[i] + 1].isspace() else ""))
+        spans[i] = (start, start + len(needle.rstrip()))
         last = at[i]
     out.append(hay[last:])
     return "".join(out), spans

@@ -18,6 +18,7 @@ import pandas as pd
 
 from nblib.budgets import Budget
 from nblib.data import get_corpus, get_tokenizer
+from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
 from nblib.lccp import experiments
 from nblib.lccp.merge import merge
@@ -53,6 +54,13 @@ def ruler_suite(budget: Budget, seed: int = 0, length: int | None = None, n: int
     the budget's RULER length, the LCCP context unless the budget says otherwise), `n` per
     subtask (default `ruler_samples`)."""
     return task_suite(budget, R.make_task, R.TASKS, length or budget.ruler_len or budget.long_seq_len, seed, n)
+
+
+def code_needle_suite(budget: Budget, seed: int = 0, length: int | None = None, n: int | None = None) -> dict:
+    """RULER's single-needle subtasks written as code (`nblib.evals.code_niah`), sized like
+    `ruler_suite`: the form of §5.1's needle test that a model trained only on source code can
+    answer by copying."""
+    return task_suite(budget, CN.make_task, CN.TASKS, length or budget.ruler_len or budget.long_seq_len, seed, n)
 
 
 def _suite_key(suite: dict, max_new) -> str:

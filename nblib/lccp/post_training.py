@@ -57,6 +57,14 @@ def extended_ruler_suite(budget: Budget, seed: int = 0) -> dict:
     return downstream.ruler_suite(budget, seed=seed, length=extended_ruler_len(budget), n=budget.post_training_samples)
 
 
+def extended_code_needle_suite(budget: Budget, seed: int = 0) -> dict:
+    """RULER's single-needle subtasks written as code (`downstream.code_needle_suite`) at the
+    extended length, `post_training_samples` per subtask: §5.2's needle test in the form a
+    model trained only on source code can answer by copying."""
+    return downstream.code_needle_suite(budget, seed=seed, length=extended_ruler_len(budget),
+                                        n=budget.post_training_samples)
+
+
 def start_points(budget: Budget, run: Run, points) -> list[dict]:
     """The starting checkpoints of §5.2-5.3: for every Dl/N point, the Raw checkpoint and
     Last4 (the uniform average of the four checkpoints `s5_ckpt_every` apart, App. B.1)."""
