@@ -102,6 +102,18 @@ def test_extended_ruler_length_scales_with_the_context():
     assert post_training.extended_ruler_len(smoke) == smoke.ruler_len * smoke.ext_seq_len // smoke.long_seq_len
 
 
+def test_code_needles_after_extension_are_the_three_single_needles_at_the_extended_length():
+    from nblib.evals import code_niah
+
+    smoke = get_budget("smoke")
+    suite = post_training.extended_code_needle_suite(smoke)
+    assert list(suite) == list(code_niah.TASKS)
+    n = post_training.extended_ruler_len(smoke)
+    for samples in suite.values():
+        assert len(samples) == (smoke.post_training_samples or smoke.ruler_samples)
+        assert all(0.99 * n <= s.n_tokens <= n for s in samples)
+
+
 def test_sft_average_is_mean_min_max_over_seeds():
     import pandas as pd
 
