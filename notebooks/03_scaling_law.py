@@ -33,7 +33,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
-n_boot = 0  # bootstrap refits for the intervals; 0 = the budget's default
+n_boot = 0  # bootstrap refits behind the intervals (0: the budget default)
 
 # %%
 import subprocess

@@ -46,7 +46,7 @@ budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 scale = "S5"  # the scale of the long Constant trajectory (paper: S5); the joint fit uses the smaller scales
-n_boot = 0  # bootstrap refits for prediction intervals; 0 = the budget's default
+n_boot = 0  # bootstrap refits behind the prediction intervals (0: the budget default)
 
 # %%
 import subprocess

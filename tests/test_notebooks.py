@@ -37,6 +37,11 @@ def test_parameters_cell(name):
     for p in ("budget", "seed", "run_root"):
         assert re.search(rf"^{p} = ", src, re.M), p
     assert re.search(r'^budget = "toy"', src, re.M), "toy is the default budget"
+    # papermill reads every assignment's type and help text (`papermill --help-notebook`); a
+    # comment it cannot parse (an apostrophe, say) drops that parameter from the help
+    found = pm.inspect_notebook(str(NB / f"{name}.ipynb"))
+    assigned = re.findall(r"^(\w+) = ", src, re.M)
+    assert sorted(found) == sorted(assigned), (name, sorted(set(assigned) - set(found)))
 
 
 def test_every_chapter_prints_its_wall_time():
