@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     if a.ladder:
         return _score_all(_ladder_models(b, RunStore(a.run_root)), b, tok, a, name="toy pair ladder")
     if not a.run_root:
-        raise SystemExit("error: --run-root is required without --pair")
+        raise SystemExit("error: --run-root is required without --pair or --ladder")
     store = RunStore(a.run_root)
     rec = lccp_rung(a.rung)
     lccp = next((r for r in (store.by_hash(h.name) for h in Path(a.run_root).iterdir() if (h / "config.json").exists())
@@ -104,7 +104,7 @@ def _pair_models(b, store) -> list:
         raise SystemExit(f"error: Part 2 runs {missing} are not in {store.root}: run the toy book's chapters 6 and 9")
     # prompts leave room for the answer inside the context (Model A's position table ends at L)
     L, T = b.pair.seq_len - b.ruler_max_new, b.pair.seq_len * b.pair.yarn_factor - b.ruler_max_new
-    out = [(f"{pair.MODELS[k][1] if k in pair.MODELS else 'Model B, every layer global'}", r.config.realized_tokens,
+    out = [(pair.MODELS[k][1] if k in pair.MODELS else pair.CONTROL_LABEL, r.config.realized_tokens,
             r.load_model, (L,), r.config.model["d_model"], L) for k, r in runs.items()]
     for k in ("B", "B-global"):
         ft = store.run(extension.finetune_config(b, runs[k]))

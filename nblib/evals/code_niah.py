@@ -7,8 +7,8 @@ are". A model trained only on Python source has never read such a sentence, and 
 prefix does not repeat the needle's words, so copying alone cannot answer it. This module
 keeps RULER's task (one key-value needle at a set depth in a haystack, asked for at the end,
 scored by `string_match_all`) and writes it as code: the needle is an assignment line
-`special_magic_number_for_{key} = {value}`, and the answer prefix is that line's left side,
-so a model that retrieves by copying (an induction head) can answer.
+`magic_number_{key} = {value}` (a UUID as a string literal), and the answer prefix is that
+line's left side, so a model that retrieves by copying (an induction head) can answer.
 
     samples = make_task("niah_single_2_code", tokenizer, length=1024, n=10, haystack=texts)
 
