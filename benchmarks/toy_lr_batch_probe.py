@@ -9,10 +9,18 @@ checkpoints at fixed token counts, and measures at each of them:
   and seq_len/2 tokens, i.e. copying from that far back inside the context.
 Equal tokens for every batch size, as in the critical-batch-size literature (McCandlish et
 al. 2018): a batch below the critical one reaches a loss in fewer tokens, one above it in
-fewer steps. One JSON line per run goes to benchmarks/results/toy_lr_batch_probe.jsonl.
+fewer steps. One JSON line per run goes to benchmarks/results/toy_lr_batch_probe.jsonl (or --out).
 
     python benchmarks/toy_lr_batch_probe.py --d 48 --layers 4 --heads 4 --kv 2 \
         --batches 8 32 --lrs 3e-3 1e-2 --tokens 4000000 --seq-len 128
+
+--variant picks a named architecture variant of the Llama (nblib.budgets.LLAMA_VARIANTS:
+"plain", the paper's model and the default, or "smeared"). Chapter 2's smeared-key ablation
+is, per width and seed (one thread each, one run at a time):
+
+    python benchmarks/toy_lr_batch_probe.py --d 32 --layers 2 --heads 2 --kv 1 --batches 32 --lrs 1e-2 \
+        --tokens 2000000 --at 0.25 0.5 0.75 1 --variant smeared --seed 0 --name ablation-d32 \
+        --out benchmarks/results/toy_smear_ablation.jsonl
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from nblib.budgets import LLAMA_VARIANTS, llama_variant
 from nblib.data import build_test_set, corpus_identity, get_corpus, get_tokenizer
 from nblib.metrics.probes import copy_gain, position_loss
 from nblib.store.atomic import append_jsonl
@@ -38,7 +47,7 @@ def probe_config(a, batch: int, lr: float, tok) -> RunConfig:
     ff = a.ff or int(8 * a.d / 3 // 8 * 8)
     model = {"family": "llama", "vocab_size": tok.vocab_size, "d_model": a.d, "n_layers": a.layers,
              "n_heads": a.heads, "n_kv_heads": a.kv, "d_ff": ff, "rope_base": 1e4, "max_seq_len": 4096,
-             "tie_embeddings": True}
+             "tie_embeddings": True, **llama_variant(a.variant)}
     data = {"corpus": "python-stdlib", "corpus_id": corpus_identity("python-stdlib"), "tokenizer": a.tokenizer,
             "split": "train", "stream": "packed", "seq_len": a.seq_len}
     if a.copy_fraction:  # the copy-rich lever: synthetic repeated segments mixed in (CopyMixStream)
@@ -48,7 +57,8 @@ def probe_config(a, batch: int, lr: float, tok) -> RunConfig:
     return RunConfig(model=model, data=data, schedule={"kind": "constant", "lr": lr, "warmup_steps": a.warmup},
                      n_tokens=a.tokens, batch_size=batch, seed=a.seed, budget="toy", ckpt_steps=tuple(steps),
                      keep_optimizer="last", label=f"lr-batch probe d{a.d}L{a.layers} b{batch} lr{lr:g}"
-                     + (f" copy{a.copy_fraction:g}" if a.copy_fraction else ""))
+                     + (f" copy{a.copy_fraction:g}" if a.copy_fraction else "")
+                     + (f" {a.variant}" if a.variant != "plain" else ""))
 
 
 def measure(run, step: int, last: int, texts, tok, seq_len: int) -> dict:
@@ -80,6 +90,9 @@ def main(argv=None):
     p.add_argument("--tokenizer", default="bpe:stdlib-1024")
     p.add_argument("--run-root", default="/tmp/lr_batch_runs")
     p.add_argument("--name", default="")
+    p.add_argument("--variant", default="plain", choices=sorted(LLAMA_VARIANTS),
+                   help="architecture variant of the Llama (nblib.budgets.LLAMA_VARIANTS)")
+    p.add_argument("--out", default=str(OUT), help="JSON-lines file the records are appended to")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     tok = get_tokenizer(a.tokenizer)
@@ -92,13 +105,13 @@ def main(argv=None):
             run = get_or_run(store, cfg, progress=False)
             wall = time.time() - t0
             steps = sorted(set(cfg.ckpt_steps) | {cfg.total_steps})
-            out = {"name": a.name, "d": a.d, "layers": a.layers, "heads": a.heads, "kv": a.kv, "seq_len": a.seq_len,
+            out = {"name": a.name, "variant": a.variant, "seed": a.seed, "d": a.d, "layers": a.layers, "heads": a.heads, "kv": a.kv, "seq_len": a.seq_len,
                    "batch": batch, "lr": lr, "copy_fraction": a.copy_fraction, "tokens": cfg.realized_tokens, "steps": cfg.total_steps,
                    "n_params": run.load_model().n_params(non_embedding=True), "wall_s": round(wall, 1),
                    "threads": a.threads, "run": cfg.hash,
                    "points": [measure(run, s, cfg.total_steps, texts, tok, a.seq_len) for s in steps]}
             print(json.dumps(out), flush=True)
-            append_jsonl(OUT, out)
+            append_jsonl(Path(a.out), out)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ class BudgetError(ValueError):
 class ScaleSpec:
     """One model scale at one budget: the architecture and its optimisation settings.
 
-    `model` holds `LlamaConfig` fields (the LCCP paper's model is Llama-style, App. A.3).
+    `model` holds `LlamaConfig` fields (the LCCP paper's model is Llama-style, App. A.3;
+    at toy and smoke with smeared keys, LLAMA_VARIANTS).
     Batch sizes are global, in sequences; the long stage keeps tokens per step equal to
     the short stage's (App. A.3: "we reduce the global batch size by a factor of eight").
     """
@@ -218,11 +219,29 @@ class Budget:
             return build_model("llama", spec.model).n_params(non_embedding=True)
 
 
-def _llama(*, vocab: int, d: int, layers: int, heads: int, kv: int, ff: int, max_len: int, tie: bool = False) -> dict:
-    """LlamaConfig fields of one shape (RoPE base 1e4 for the short stage, App. A.3)."""
+# Named variants of the Llama, as LlamaConfig fields laid over a shape: probes that compare
+# architectures at one shape (chapter 2's ablation) pick them by name. "plain" is the LCCP
+# paper's model; "smeared" adds smeared keys (Olsson et al. 2022, "In-context Learning and
+# Induction Heads", the smeared-key architecture: each key mixed with the previous one through
+# one learned scalar per KV head), which the toy and smoke scales use and `full` does not.
+LLAMA_VARIANTS = {"plain": {}, "smeared": {"smear_keys": True}}
+
+
+def llama_variant(name: str) -> dict:
+    """The LlamaConfig fields of variant `name` (LLAMA_VARIANTS); BudgetError naming the
+    allowed names otherwise. A plain model's fields are empty, so its config and run hash are
+    those of a config written before variants existed."""
+    check_choice("variant", name, tuple(LLAMA_VARIANTS))
+    return dict(LLAMA_VARIANTS[name])
+
+
+def _llama(*, vocab: int, d: int, layers: int, heads: int, kv: int, ff: int, max_len: int, tie: bool = False,
+           variant: str = "plain") -> dict:
+    """LlamaConfig fields of one shape (RoPE base 1e4 for the short stage, App. A.3), with the
+    fields of `variant` (LLAMA_VARIANTS) added."""
     out = dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv, d_ff=ff,
                rope_base=1e4, max_seq_len=max_len)
-    return {**out, "tie_embeddings": True} if tie else out
+    return {**out, **({"tie_embeddings": True} if tie else {}), **llama_variant(variant)}
 
 
 def _scaled(values, k):
@@ -279,19 +298,30 @@ def _toy() -> Budget:
     # - Token multiples are a tenth of the paper's (Ds 9N..45N, Dl 1N..5N) so the grid's
     #   48M training tokens fit two CPU cores; one 256-token LCCP sequence per step (two at
     #   S5) keeps optimizer steps high, LR 2e-2 (LCCP at 2e-3) as measured at byte level.
+    # - Every scale has smeared keys (LLAMA_VARIANTS; Olsson et al. 2022): the plain Llama at
+    #   these widths never learned to copy within the toy's tokens, the smeared one does within
+    #   2M tokens (chapter 2's ablation, benchmarks/results/toy_smear_ablation.jsonl). This is
+    #   the toy's one departure from the paper's architecture; `full` keeps the plain Llama.
+    #   The LongPPL reference stays plain: its copying comes from the cache model mixed in
+    #   (nblib.metrics.copy), calibrated on it, and it stands in for the paper's Llama-3.1-8B.
     v, ml = 1024, 4096
     k = 0.1
     lr = 2e-2
     scales = {
-        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=32, layers=2, heads=2, kv=1, ff=64, max_len=ml, tie=True),
+        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=32, layers=2, heads=2, kv=1, ff=64, max_len=ml, tie=True,
+                                               variant="smeared"),
                     batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S1"]),
-        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=40, layers=2, heads=2, kv=1, ff=96, max_len=ml, tie=True),
+        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=40, layers=2, heads=2, kv=1, ff=96, max_len=ml, tie=True,
+                                               variant="smeared"),
                     batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S2"]),
-        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=48, layers=2, heads=2, kv=1, ff=128, max_len=ml, tie=True),
+        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=48, layers=2, heads=2, kv=1, ff=128, max_len=ml, tie=True,
+                                               variant="smeared"),
                     batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S3"]),
-        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=64, layers=2, heads=2, kv=1, ff=160, max_len=ml, tie=True),
+        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=64, layers=2, heads=2, kv=1, ff=160, max_len=ml, tie=True,
+                                               variant="smeared"),
                     batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S4"]),
-        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=80, layers=2, heads=2, kv=1, ff=192, max_len=ml, tie=True),
+        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=80, layers=2, heads=2, kv=1, ff=192, max_len=ml, tie=True,
+                                               variant="smeared"),
                     batch_short=16, batch_long=2, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S5"]),
     }
     return Budget(
@@ -325,15 +355,15 @@ def _smoke() -> Budget:
     v, ml = 257, 1024
     k = 0.02
     scales = {
-        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=8, layers=1, heads=1, kv=1, ff=16, max_len=ml),
+        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=8, layers=1, heads=1, kv=1, ff=16, max_len=ml, variant="smeared"),
                     batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S1"]),
-        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=8, layers=2, heads=1, kv=1, ff=16, max_len=ml),
+        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=8, layers=2, heads=1, kv=1, ff=16, max_len=ml, variant="smeared"),
                     batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S2"]),
-        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=16, layers=1, heads=2, kv=1, ff=32, max_len=ml),
+        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=16, layers=1, heads=2, kv=1, ff=32, max_len=ml, variant="smeared"),
                     batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S3"]),
-        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=16, layers=2, heads=2, kv=1, ff=32, max_len=ml),
+        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=16, layers=2, heads=2, kv=1, ff=32, max_len=ml, variant="smeared"),
                     batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S4"]),
-        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=24, layers=2, heads=3, kv=1, ff=48, max_len=ml),
+        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=24, layers=2, heads=3, kv=1, ff=48, max_len=ml, variant="smeared"),
                     batch_short=4, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S5"]),
     }
     return replace(

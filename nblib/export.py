@@ -46,7 +46,7 @@ from nblib.cli import run_cli
 from nblib.data import get_tokenizer
 from nblib.data.tokenizers import ByteTokenizer
 from nblib.models import build_model
-from nblib.models.hf_twin import HF_ARCHITECTURES, transformers_twin
+from nblib.models.hf_twin import HF_ARCHITECTURES, check_hf_mappable, transformers_twin
 from nblib.store.atomic import atomic_write_json, file_mode
 from nblib.store.checkpoint import (CKPT_DIR, CheckpointInfo, checkpoint_of, file_sha256, load_weights,
                                     step_dirname, verify_checkpoint, weights_sha256)
@@ -61,7 +61,7 @@ BYTE_EOS = "<|endoftext|>"  # the byte tokenizer's EOS (id 256) in the exported 
 
 def open_run(run_dir: str | os.PathLike) -> Run:
     """The run of a run folder (config.json + ckpt/); ValueError when `run_dir` is not one or its
-    model family has no Hugging Face counterpart."""
+    model has no Hugging Face counterpart (its family, or a config field: `check_hf_mappable`)."""
     run_dir = Path(run_dir)
     allowed = "allowed: a run folder of the run store (runs/<hash>/, holding config.json and ckpt/)"
     if not run_dir.is_dir():
@@ -79,6 +79,10 @@ def open_run(run_dir: str | os.PathLike) -> Run:
     if family not in HF_ARCHITECTURES:
         raise ValueError(f"model.family={family!r} of run {run.hash} has no Hugging Face export; "
                          f"allowed: {', '.join(HF_ARCHITECTURES)}")
+    try:
+        check_hf_mappable(family, config.model)
+    except ValueError as e:
+        raise ValueError(f"run {run.hash} cannot be exported: {e}") from None
     return run
 
 

@@ -44,10 +44,8 @@ def queries_keys_values(model, idx: torch.Tensor, layers=None) -> dict[int, tupl
     got, hooks = {}, []
     for layer in layers:
         attn = model.blocks[layer].attn
-        if _is_llama(model):
-            hooks += [attn.q_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "q"), o)),
-                      attn.k_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "k"), o)),
-                      attn.v_proj.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "v"), o))]
+        if _is_llama(model):  # the layer's own qkv on its own inputs: RoPE and any key smearing as in the forward
+            hooks.append(attn.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "qkv"), m.qkv(*i))))
         elif _is_gemma(model):
             hooks += [attn.q_norm.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "q"), o)),
                       attn.k_norm.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "k"), o)),
@@ -64,11 +62,7 @@ def queries_keys_values(model, idx: torch.Tensor, layers=None) -> dict[int, tupl
     out = {}
     for layer in layers:
         if _is_llama(model):
-            q = got[(layer, "q")].view(B, T, model.n_heads, hd).transpose(1, 2)
-            k = got[(layer, "k")].view(B, T, model.n_kv_heads, hd).transpose(1, 2)
-            v = got[(layer, "v")].view(B, T, model.n_kv_heads, hd).transpose(1, 2)
-            cos, sin = model.rotary(torch.arange(T, device=idx.device), q.dtype)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k, v = got[(layer, "qkv")]
         elif _is_gemma(model):
             q, k = got[(layer, "q")].transpose(1, 2), got[(layer, "k")].transpose(1, 2)
             v = got[(layer, "v")].view(B, T, model.n_kv_heads, hd).transpose(1, 2)

@@ -3,6 +3,7 @@ in: LlamaForCausalLM (the LCCP paper's Llama), GPT2LMHeadModel (the Gemma blog's
 Gemma3ForCausalLM (Model B). One mapping serves three users: the tests that compare logits,
 the decode benchmark (benchmarks/bench_decode.py) and the Hugging Face export (nblib.export).
 
+    check_hf_mappable(f, cfg) ValueError for a config transformers cannot represent (smeared keys)
     hf_config(model)          the transformers config (RoPE base as the model has it now, after
                               any ABF `set_rope_base`; YaRN as `rope_parameters` of type "yarn")
     hf_state_dict(model)      the weights under transformers' parameter names
@@ -20,6 +21,10 @@ GEMMA3_NAMES = [("embed.", "model.embed_tokens."), ("blocks.", "model.layers."),
                 ("pre_attn_norm", "input_layernorm"), ("post_attn_norm", "post_attention_layernorm"),
                 ("pre_mlp_norm", "pre_feedforward_layernorm"), ("post_mlp_norm", "post_feedforward_layernorm")]
 GPT2_CONV1D = ("c_attn.weight", "c_proj.weight", "c_fc.weight")  # HF's Conv1D stores (in, out)
+# Config fields whose non-default values transformers cannot represent, per family: field ->
+# (the value transformers' model has, why). Smeared keys (Olsson et al. 2022) mix each key
+# with the previous one through learned per-head scalars; LlamaForCausalLM has no such layer.
+HF_UNSUPPORTED = {"llama": {"smear_keys": (False, "transformers' LlamaForCausalLM has no smeared-key layer")}}
 # The token ids the twin has always used when none are given (tests and the decode benchmark).
 TWIN_TOKEN_IDS = {"gemma3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}}
 
@@ -30,6 +35,16 @@ def family_of(model) -> str:
     if name not in FAMILY_OF_CLASS:
         raise ValueError(f"no transformers twin for {name}; allowed: {', '.join(FAMILY_OF_CLASS)}")
     return FAMILY_OF_CLASS[name]
+
+
+def check_hf_mappable(family: str, config: dict) -> None:
+    """Raise ValueError when a model config ({field: value}, as a run config's `model`) has a
+    field transformers cannot represent, naming the field, its value and the allowed one."""
+    for name, (allowed, why) in HF_UNSUPPORTED.get(family, {}).items():
+        value = config.get(name, allowed)
+        if value != allowed:
+            raise ValueError(f"model.{name}={value!r} has no Hugging Face counterpart ({why}); "
+                             f"allowed: {name}={allowed!r}")
 
 
 def hf_rope(rotary) -> dict:
@@ -53,6 +68,7 @@ def hf_config(model, token_ids: dict | None = None, attn_implementation: str | N
 
     family = family_of(model)
     c = model.config
+    check_hf_mappable(family, vars(c))
     ids = dict(TWIN_TOKEN_IDS.get(family, {}) if token_ids is None else token_ids)
     if family == "gpt2":
         hc = tf.GPT2Config(vocab_size=c.vocab_size, n_positions=c.max_seq_len, n_embd=c.d_model, n_layer=c.n_layers,

@@ -3,7 +3,8 @@
 Read top to bottom:
   1. RMSNorm (plain, or Gemma's (1 + w) form).
   2. RoPE: frequencies, ABF base change, YaRN, rotate-half application.
-  3. Document-relative positions for packed sequences ("span-based" attention).
+  3. Document-relative positions for packed sequences ("span-based" attention), and smeared
+     keys (each key mixed with the one before it, never across a document boundary).
   4. Attention through torch SDPA: causal, sliding window (a blocked band when T > 2W, so
      cost and memory grow linearly in T), document isolation, grouped-query heads.
   5. Initialisation and config checks.
@@ -164,6 +165,27 @@ def doc_positions(doc_ids):
     t = torch.arange(T, device=doc_ids.device).expand(B, T)
     first = torch.where(start, t, torch.zeros_like(t)).cummax(dim=1).values
     return t - first, start.long().cumsum(dim=1)
+
+
+def smear_keys(k, logit, prev=None, seg=None):
+    """Smeared keys (Olsson et al. 2022, "In-context Learning and Induction Heads", the
+    smeared-key architecture): k'_t = s_h * k_t + (1 - s_h) * k_{t-1}, s_h = sigmoid(a_h).
+
+    k (B, H, T, hd): raw keys (before RoPE); logit (H,): one a_h per KV head. prev
+    (B, H, 1, hd): the raw key of the position before k's first one (a KV cache's last key),
+    or None for zero (the first key of a sequence smears with k_{-1} = 0). seg (B, T): document
+    index per position (`doc_positions`); the first key of a document smears with zero, never
+    with the last key of the document before it. A head can then match "the token before this
+    key" in one layer, so an induction head need not wait for a previous-token head below it.
+    """
+    if logit.dim() != 1 or logit.numel() != k.size(1):
+        raise ValueError(f"smear logits must have shape ({k.size(1)},) (one per KV head), got {tuple(logit.shape)}")
+    before = k[:, :, :-1]
+    if seg is not None:  # position t starts a new document: its previous key is zero
+        before = before * (seg[:, 1:] == seg[:, :-1])[:, None, :, None].to(k.dtype)
+    first = torch.zeros_like(k[:, :, :1]) if prev is None else prev.to(k.dtype)
+    s = torch.sigmoid(logit).to(k.dtype)[:, None, None]  # (H, 1, 1)
+    return s * k + (1 - s) * torch.cat((first, before), dim=2)
 
 
 # --------------------------------------------------------------------------------------

@@ -5,21 +5,29 @@ Notable features:
   4K / 32K / 128K stages; `set_rope_base` is ABF (Xiong et al. 2024): new base, same weights.
 - Grouped-query attention (n_kv_heads <= n_heads), SwiGLU MLP, pre-norm RMSNorm, no biases.
 - Optional YaRN (`rope_scaling={"type": "yarn", "factor": s, "original_max_seq_len": L}`).
-Shared machinery (attention, KV cache, generate, counts) lives in attention.py.
+- Optional smeared keys (`smear_keys=True`; Olsson et al. 2022, "In-context Learning and
+  Induction Heads", the smeared-key architecture): before RoPE each key becomes
+  s_h * k_t + (1 - s_h) * k_{t-1}, s_h = sigmoid(a_h), one learned a_h per KV head
+  (initialised at 0), never across a document boundary. Not the paper's model: off at
+  `full`, on in the toy and smoke budgets, where it lets two-layer models learn to copy
+  (chapter 2). transformers has no such layer, so a smeared model has no Hugging Face twin.
+Shared machinery: attention and the KV cache in engine.py, counts and generation in base.py.
 """
 
 from dataclasses import dataclass
 
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .base import DecoderLM
-from .engine import attention
+from .engine import attention, smeared_keys
 from .layers import RMSNorm, Rotary, apply_rope, check_config_ints, check_rope_scaling, init_weights
 
 
 class Attention(nn.Module):
-    """Causal GQA self-attention with RoPE."""
+    """Causal GQA self-attention with RoPE, optionally with smeared keys (`k_smear`: the
+    logits a_h, one per KV head, initialised at 0 so s_h = 1/2)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -29,13 +37,23 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
         self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
+        self.k_smear = nn.Parameter(torch.zeros(cfg.n_kv_heads)) if cfg.smear_keys else None
 
-    def forward(self, x, rope, seg=None, cache=None, layer=0):
+    def qkv(self, x, rope, seg=None, cache=None, layer=0):
+        """(q, k, v) of x (B, T, d) as attention sees them: q (B, nh, T, hd), k and v
+        (B, nkv, T, hd), keys smeared (when the config asks) and RoPE applied to q and k.
+        With a KV cache the smear reads and updates the cache's last raw key of `layer`."""
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hd)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hd)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if self.k_smear is not None:  # before RoPE, so k_{t-1} is mixed in unrotated
+            k = smeared_keys(k, self.k_smear, seg, cache, layer)
+        return apply_rope(q, *rope), apply_rope(k, *rope), v
+
+    def forward(self, x, rope, seg=None, cache=None, layer=0):
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x, rope, seg, cache, layer)
         y = attention(q, k, v, seg=seg, cache=cache, layer=layer)  # (B, nh, T, hd)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
 
@@ -81,6 +99,8 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
     rope_scaling: dict | None = None  # {"type": "yarn", "factor": s, "original_max_seq_len": L}
+    # Smeared keys (Olsson et al. 2022): not the paper's Llama; budgets.py turns it on at toy and smoke
+    smear_keys: bool = False
 
     def __post_init__(self):
         check_config_ints(self, ["vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
@@ -93,6 +113,8 @@ class LlamaConfig:
         if not self.rope_base > 1:
             raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
         check_rope_scaling(self.rope_scaling)
+        if not isinstance(self.smear_keys, bool):
+            raise ValueError(f"LlamaConfig.smear_keys must be True or False, got {self.smear_keys!r}")
 
     @property
     def head_dim(self):
@@ -104,7 +126,8 @@ class Llama(DecoderLM):
 
     n_params(non_embedding=True) excludes the token embedding and, when untied, the
     output head (both count as embedding parameters); the paper's N (LCCP paper Table 1).
-    Closed form: total = V*d*(1 if tied else 2) + L*(2*d*nh*hd + 2*d*nkv*hd + 3*d*d_ff + 2*d) + d.
+    Closed form: total = V*d*(1 if tied else 2) + L*(2*d*nh*hd + 2*d*nkv*hd + 3*d*d_ff + 2*d) + d,
+    plus L*nkv with smeared keys (one logit per KV head and layer).
     """
 
     def __init__(self, cfg: LlamaConfig):
