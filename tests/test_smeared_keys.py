@@ -21,7 +21,7 @@ from nblib.lccp import merge as M
 from nblib.metrics import attention_maps as AM
 from nblib.models import build_model
 from nblib.models.hf_twin import check_hf_mappable
-from nblib.models.layers import apply_rope, smear_keys
+from nblib.models.layers import apply_rope, smear_previous_key
 from nblib.store.checkpoint import load_weights
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training import ensemble as E
@@ -64,20 +64,20 @@ def loop_smear(k, a, seg=None):
 def test_smear_equals_the_loop_over_t():
     g = torch.Generator().manual_seed(0)
     k, a = torch.randn(2, 3, 9, 4, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
-    torch.testing.assert_close(smear_keys(k, a), loop_smear(k, a))
+    torch.testing.assert_close(smear_previous_key(k, a), loop_smear(k, a))
     seg = torch.tensor([[1, 1, 1, 2, 2, 2, 2, 3, 3], [1, 2, 2, 2, 2, 2, 2, 2, 2]])
-    torch.testing.assert_close(smear_keys(k, a, seg=seg), loop_smear(k, a, seg))
+    torch.testing.assert_close(smear_previous_key(k, a, seg=seg), loop_smear(k, a, seg))
     # a given previous key replaces k_{-1} = 0 at the first position only
     prev = torch.randn(2, 3, 1, 4, generator=g, dtype=torch.float64)
     s = torch.sigmoid(a)[:, None]
-    got = smear_keys(k, a, prev=prev)
+    got = smear_previous_key(k, a, prev=prev)
     torch.testing.assert_close(got[:, :, 0], s * k[:, :, 0] + (1 - s) * prev[:, :, 0])
-    torch.testing.assert_close(got[:, :, 1:], smear_keys(k, a)[:, :, 1:])
+    torch.testing.assert_close(got[:, :, 1:], smear_previous_key(k, a)[:, :, 1:])
 
 
 def test_smear_rejects_logits_of_the_wrong_shape():
     with pytest.raises(ValueError, match=r"shape \(3,\) \(one per KV head\), got \(2,\)"):
-        smear_keys(torch.zeros(1, 3, 4, 2), torch.zeros(2))
+        smear_previous_key(torch.zeros(1, 3, 4, 2), torch.zeros(2))
 
 
 def test_layer_keys_are_the_projection_smeared_then_rotated():

@@ -75,9 +75,14 @@ PAPER_MAP = [
      "assignment, answer prefix its left side) at the LCCP context and after 4x extension, with a probe ladder over "
      "models that copy", "nblib.evals.code_niah.make_task; nblib.lccp.downstream.code_needle_suite; "
      "nblib.lccp.post_training.extended_code_needle_suite", "05_downstream",
-     "done: 0 on the toy S5 models (they do not copy); above 0 only on Part 2's Model B and its control"),
+     "done: 0 on the toy S5 models (they did not copy; measured before the toy had smeared keys); above 0 only on "
+     "Part 2's Model B and its control"),
     # --- the LCCP paper: tables -----------------------------------------------------------------
     (W1, "Table 1", "model configurations S1-S5", "nblib.lccp.experiments.model_table", "02_setup", "done"),
+    (W1, "§3.1 model (toy departure)", "smeared keys (Olsson et al. 2022) in the toy and smoke Llama, with the "
+     "plain-vs-smeared copy ablation at two widths and two seeds", "nblib.models.layers.smear_previous_key; "
+     "nblib.budgets.llama_variant; nblib.book.toy_design.smear_ablation_summary", "02_setup",
+     "done: toy and smoke only; `full` keeps the paper's Llama"),
     (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),
     (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.lccp.scaling.variant_ablation", "03_scaling_law", "done"),
     (W1, "Table 4", "formula ablation on Constant-Last4 data", "nblib.lccp.scaling.variant_ablation", "04_constant_last4",

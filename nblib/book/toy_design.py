@@ -221,3 +221,62 @@ def ladder_findings(summary: pd.DataFrame, lccp: pd.DataFrame, costs: pd.DataFra
                  f"{total.min() / budget_min:.1f}x over the budget, and LCCP at the 8x context is "
                  f"{(1 - costs.loc[total.idxmin(), 'short (trunk + decays) (min)'] / total.min()):.0%} of it.")
     return "\n".join(f"- {line}" for line in lines)
+
+
+# ---------------------------------------------------------------------------------------- smeared keys
+def smear_ablation_table(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured point of chapter 2's smeared-key ablation
+    (benchmarks/results/toy_smear_ablation.jsonl, written by benchmarks/toy_lr_batch_probe.py
+    with --variant): width, architecture variant (nblib.budgets.LLAMA_VARIANTS), seed, N,
+    tokens, held-out loss and the random-segment copy gains at a quarter and a half of the
+    context. ValueError naming the missing columns when `records` are not such records."""
+    need = {"d", "layers", "heads", "kv", "variant", "seed", "n_params", "seq_len", "batch", "lr", "points"}
+    missing = sorted(need - set(records.columns))
+    if missing:
+        raise ValueError(f"smeared-key ablation records lack columns {missing}; allowed: the JSON lines of "
+                         "benchmarks/toy_lr_batch_probe.py run with --variant")
+    rows = []
+    for r in records.itertuples(index=False):
+        for p in r.points:
+            gains = {int(k): v for k, v in p["copy_gain"].items()}
+            near, far = sorted(gains)
+            rows.append({"shape": f"d{r.d} x {r.layers} layers, {r.heads} heads of {r.d // r.heads}, {r.kv} KV head"
+                         + ("s" if r.kv > 1 else ""), "variant": r.variant, "seed": int(r.seed),
+                         "N (non-emb.)": int(r.n_params), "context": int(r.seq_len), "batch": int(r.batch), "LR": r.lr,
+                         "step": int(p["step"]), "tokens": int(p["step"]) * r.batch * r.seq_len,
+                         "held-out loss": p["heldout_loss"], f"copy gain @{near}": gains[near],
+                         f"copy gain @{far}": gains[far], "wall s": getattr(r, "wall_s", np.nan)})
+    return pd.DataFrame(rows)
+
+
+def smear_ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """The ablation at its last measured point: one row per (shape, variant, seed) with N,
+    tokens, held-out loss, both copy gains and the run's training wall time."""
+    last = table.sort_values("step").groupby(["shape", "variant", "seed"], sort=False).tail(1)
+    cols = ["shape", "variant", "seed", "N (non-emb.)", "tokens", "held-out loss"]
+    cols += [c for c in table.columns if c.startswith("copy gain @")] + ["wall s"]
+    order = {v: i for i, v in enumerate(("plain", "smeared"))}
+    last = last.assign(_w=last["N (non-emb.)"], _v=last["variant"].map(order).fillna(9))
+    return last.sort_values(["_w", "_v", "seed"])[cols].reset_index(drop=True)
+
+
+def smear_ablation_findings(summary: pd.DataFrame, threshold: float = COPY_THRESHOLD) -> str:
+    """The ablation's verdict as Markdown bullets, every number read from `smear_ablation_summary`:
+    per shape, the plain and the smeared model's copy gain range over seeds at equal tokens, and
+    what the smear does to the held-out loss."""
+    near = next(c for c in summary.columns if c.startswith("copy gain @"))
+    lines = []
+    for shape, g in summary.groupby("shape", sort=False):
+        by = {v: h for v, h in g.groupby("variant")}
+        if not {"plain", "smeared"} <= set(by):
+            continue
+        p, s = by["plain"], by["smeared"]
+        seeds = ", ".join(map(str, sorted(set(g["seed"]))))
+        verdict = ("only the smeared model copies" if s[near].min() >= threshold > p[near].max() else
+                   "both copy" if p[near].min() >= threshold else "neither copies on every seed")
+        lines.append(f"**{shape}** after {g['tokens'].max() / 1e6:.1f}M tokens (seeds {seeds}): {near} "
+                     f"{p[near].min():.2f} to {p[near].max():.2f} nats plain, {s[near].min():.2f} to "
+                     f"{s[near].max():.2f} smeared: {verdict} (threshold {threshold:g} nat). Held-out loss "
+                     f"{p['held-out loss'].mean():.3f} plain, {s['held-out loss'].mean():.3f} smeared (mean over seeds); "
+                     f"training {p['wall s'].mean():.0f} s plain, {s['wall s'].mean():.0f} s smeared on one thread.")
+    return "\n".join(f"- {line}" for line in lines)

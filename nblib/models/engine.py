@@ -10,7 +10,7 @@ cache; `sample_next` picks the next token (greedy, or top-k at a temperature).
 import torch
 import torch.nn.functional as F
 
-from .layers import attend, smear_keys
+from .layers import attend, smear_previous_key
 
 
 def kv_positions_kept(seq_len, window=None):
@@ -33,7 +33,7 @@ class KVCache:
     k[l], v[l]: (B, n_kv, T_l, hd). Global layers write position p at slot p; windowed
     layers use a ring buffer of W - 1 slots (position p at slot p mod (W - 1)).
     pos: number of positions already stored (the next token's position).
-    last_k[l]: for a layer with smeared keys (`layers.smear_keys`), the raw key (before
+    last_k[l]: for a layer with smeared keys (`layers.smear_previous_key`), the raw key (before
     smearing and RoPE, (B, n_kv, 1, hd)) of the last stored position, which the next
     position's key is mixed with; None for other layers and before the first write. Not
     counted by `nbytes` (one position per layer; the Gemma blog's formula has no such term).
@@ -80,15 +80,15 @@ def _cached_attend(q, k, v, cache, layer):
 
 
 def smeared_keys(k, logit, seg=None, cache=None, layer=0):
-    """`layers.smear_keys` of one layer's raw keys k (B, n_kv, T, hd) in training, scoring or
+    """`layers.smear_previous_key` of one layer's raw keys k (B, n_kv, T, hd) in training, scoring or
     through the KV cache: with a cache, k's first key is mixed with the last raw key the cache
     stored for this layer (zero at position 0), and k's last raw key is stored for the next call,
     so prefill plus decode steps give the keys of one full forward."""
     if cache is None:
-        return smear_keys(k, logit, None, seg)
+        return smear_previous_key(k, logit, None, seg)
     prev = cache.last_k[layer] if cache.pos else None
     cache.last_k[layer] = k[:, :, -1:].detach().to(cache.k[layer].dtype).clone()
-    return smear_keys(k, logit, prev, seg)
+    return smear_previous_key(k, logit, prev, seg)
 
 
 def attention(q, k, v, window=None, seg=None, cache=None, layer=0):

@@ -167,7 +167,7 @@ def doc_positions(doc_ids):
     return t - first, start.long().cumsum(dim=1)
 
 
-def smear_keys(k, logit, prev=None, seg=None):
+def smear_previous_key(k, logit, prev=None, seg=None):
     """Smeared keys (Olsson et al. 2022, "In-context Learning and Induction Heads", the
     smeared-key architecture): k'_t = s_h * k_t + (1 - s_h) * k_{t-1}, s_h = sigmoid(a_h).
 
