@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from nblib.book import toy_design as TD
 
@@ -80,3 +81,29 @@ def test_lccp_table_and_ladder_verdict():
     assert "(N 500) not within 1M tokens (largest gain 0.20)" in text
     assert "0.80 (before LCCP) -> 1.20" in text and "LCCP carries copying to twice the short context" in text
     assert "2.0x over the budget" in text and "75% of it" in text
+
+
+def _ablation(variant, seed, gains, losses=(4.5, 4.2, 4.0, 3.9), d=32, heads=2):
+    return {**_record(32, 1e-2, list(losses), list(gains)), "name": f"ablation-d{d}", "variant": variant,
+            "seed": seed, "d": d, "layers": 2, "heads": heads, "kv": 1, "n_params": 20 * d, "wall_s": 50.0 + seed}
+
+
+def test_smear_ablation_summary_and_verdict():
+    """Plain runs stay below the bar and smeared ones pass it: the verdict says so, with the
+    ranges over seeds at the last point; rows are ordered by width, then plain before smeared."""
+    rec = pd.DataFrame([_ablation("smeared", 0, [0.1, 1.5, 2.5, 2.8]), _ablation("plain", 0, [0.0, 0.1, 0.0, -0.02]),
+                        _ablation("plain", 1, [0.0, 0.0, 0.05, 0.04]), _ablation("smeared", 1, [0.0, 1.0, 2.0, 2.2]),
+                        _ablation("plain", 0, [0.0] * 4, d=48, heads=3), _ablation("smeared", 0, [0, 1, 2, 3], d=48, heads=3)])
+    table = TD.smear_ablation_table(rec)
+    assert len(table) == 24 and table["shape"].iloc[0] == "d32 x 2 layers, 2 heads of 16, 1 KV head"
+    s = TD.smear_ablation_summary(table)
+    assert list(zip(s["variant"], s["seed"]))[:4] == [("plain", 0), ("plain", 1), ("smeared", 0), ("smeared", 1)]
+    assert list(s["copy gain @32"][:4]) == [-0.02, 0.04, 2.8, 2.2] and set(s["tokens"]) == {400 * 32 * 128}
+    text = TD.smear_ablation_findings(s)
+    assert text.count("only the smeared model copies") == 2
+    assert "copy gain @32 -0.02 to 0.04 nats plain, 2.20 to 2.80 smeared" in text
+
+
+def test_smear_ablation_rejects_other_records():
+    with pytest.raises(ValueError, match=r"lack columns \['seed', 'variant'\].*--variant"):
+        TD.smear_ablation_table(RECORDS)

@@ -262,8 +262,8 @@ def smear_ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def smear_ablation_findings(summary: pd.DataFrame, threshold: float = COPY_THRESHOLD) -> str:
     """The ablation's verdict as Markdown bullets, every number read from `smear_ablation_summary`:
-    per shape, the plain and the smeared model's copy gain range over seeds at equal tokens, and
-    what the smear does to the held-out loss."""
+    per shape, the plain and the smeared model's copy gain range over seeds at equal tokens, what
+    the smear does to the held-out loss, and the range of training wall times."""
     near = next(c for c in summary.columns if c.startswith("copy gain @"))
     lines = []
     for shape, g in summary.groupby("shape", sort=False):
@@ -278,5 +278,5 @@ def smear_ablation_findings(summary: pd.DataFrame, threshold: float = COPY_THRES
                      f"{p[near].min():.2f} to {p[near].max():.2f} nats plain, {s[near].min():.2f} to "
                      f"{s[near].max():.2f} smeared: {verdict} (threshold {threshold:g} nat). Held-out loss "
                      f"{p['held-out loss'].mean():.3f} plain, {s['held-out loss'].mean():.3f} smeared (mean over seeds); "
-                     f"training {p['wall s'].mean():.0f} s plain, {s['wall s'].mean():.0f} s smeared on one thread.")
+                     f"{g['wall s'].min():.0f}-{g['wall s'].max():.0f} s of training per run on one thread.")
     return "\n".join(f"- {line}" for line in lines)
