@@ -267,6 +267,22 @@ def test_budgets_turn_the_smear_on_at_toy_and_smoke_only():
         assert "smear_keys" not in b.pair.model_a and "smear_keys" not in b.pair.model_b
 
 
+def test_every_part1_stage_keeps_the_scales_smear():
+    """Short stage, Linear-Decay and Constant LCCP and the 4x extension all train the scale's
+    model (smeared at smoke); the LongPPL reference is the plain Llama."""
+    from nblib.lccp import grid
+    from nblib.lccp.post_training import extension_config
+    b = get_budget("smoke")
+    stage = grid.short_stage(b, "S2")
+    ld = grid.lccp_linear_decay(b, "S2", b.ds_multiples[0], b.dl_multiples[0])
+    const = grid.lccp_constant(b, "S2", b.ds_multiples[0], b.dl_multiples[-1])
+    ext = extension_config(b, "S2", const, {"step": 1, "average_steps": None, "dl": b.dl_multiples[0],
+                                            "protocol": "Raw"})
+    for c in (*stage.all(), ld, const, ext):
+        assert c.model["smear_keys"] is True, c.label
+    assert "smear_keys" not in grid.reference_config(b).model
+
+
 def test_variants_are_named_and_plain_adds_nothing():
     assert llama_variant("plain") == {} and llama_variant("smeared") == {"smear_keys": True}
     assert set(LLAMA_VARIANTS) == {"plain", "smeared"}
