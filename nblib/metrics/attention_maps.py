@@ -44,8 +44,8 @@ def queries_keys_values(model, idx: torch.Tensor, layers=None) -> dict[int, tupl
     got, hooks = {}, []
     for layer in layers:
         attn = model.blocks[layer].attn
-        if _is_llama(model):  # the layer's own qkv on its own inputs: RoPE and any key smearing as in the forward
-            hooks.append(attn.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "qkv"), m.qkv(*i))))
+        if _is_llama(model):  # the layer's own qkv on its inputs (x, rope, seg): RoPE and any key smearing as in the forward
+            hooks.append(attn.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "qkv"), m.qkv(*i[:3]))))
         elif _is_gemma(model):
             hooks += [attn.q_norm.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "q"), o)),
                       attn.k_norm.register_forward_hook(lambda m, i, o, l=layer: got.__setitem__((l, "k"), o)),

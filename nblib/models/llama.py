@@ -11,7 +11,7 @@ Notable features:
   (initialised at 0), never across a document boundary. Not the paper's model: off at
   `full`, on in the toy and smoke budgets, where it lets two-layer models learn to copy
   (chapter 2). transformers has no such layer, so a smeared model has no Hugging Face twin.
-Shared machinery: attention and the KV cache in engine.py, counts and generation in base.py.
+Shared machinery: attention, the KV cache and generation in engine.py; the base class and counts in base.py.
 """
 
 from dataclasses import dataclass
