@@ -156,7 +156,8 @@ lr_batch_summary = toy_design.lr_batch_summary(lr_batch)
 ch.save_table(lr_batch_summary, "toy_lr_batch_summary")
 lr_batch_summary.round(3)
 
-# %%
+# %% tags=["remove-output"]
+#| label: cell-lr-batch-probe
 shapes = list(dict.fromkeys(lr_batch["shape"]))
 near = next(c for c in lr_batch.columns if c.startswith("copy gain @"))
 settings = sorted(set(zip(lr_batch["batch"], lr_batch["LR"])))  # one colour per (batch, LR) in every panel
@@ -179,8 +180,17 @@ fig.tight_layout()
 ch.save_figure(fig, "toy_lr_batch_probe")
 
 # %% [markdown]
-# What the probes say so far (read from the table above; the dashed line is the 1-nat copy
-# gain the rebuilt toy needs at every scale):
+# :::{figure} #cell-lr-batch-probe
+# :label: fig-lr-batch-probe
+# The LR x batch probes of the short stage at a 128-token context, one column per model
+# shape: held-out loss (top) and random-segment copy gain (bottom: loss on a 32-token
+# segment's first copy minus its second) against training tokens, one colour per batch and
+# LR. The dashed line is the 1-nat copy gain the rebuilt toy needs at every scale. Records:
+# `benchmarks/results/toy_lr_batch_probe.jsonl`.
+# :::
+#
+# What the probes say so far (read from the table and {numref}`fig-lr-batch-probe` above;
+# the dashed line is the 1-nat copy gain the rebuilt toy needs at every scale):
 
 # %%
 ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))

@@ -30,7 +30,7 @@ import nbformat
 import pandas as pd
 import papermill as pm
 
-from nblib.book.figures import figures_root, table_problems
+from nblib.book.figures import figure_problems, figures_root, table_problems
 from nblib.budgets import get_budget
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.provenance import REPO_ROOT, code_version
@@ -318,8 +318,23 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
     figs = sorted(str(p) for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
     # a partial run (--chapters) links to chapters it did not execute: those are not problems
     skipped = tuple(f"{c}.ipynb" for c in chapters() if c not in names)
-    return [p for p in check_site(html, names, figs)
-            if not ("missing local file" in p and skipped and p.endswith(skipped))] + check_tables(figures_dir, names)
+    return ([p for p in check_site(html, names, figs)
+             if not ("missing local file" in p and skipped and p.endswith(skipped))]
+            + check_tables(figures_dir, names) + check_figures(names))
+
+
+def check_figures(names: list[str], notebooks: Path | None = None) -> list[str]:
+    """Every figure a chapter shows has a `#| label:`, a `:::{figure}` block with `:label:` and
+    a caption (figures.figure_problems), read from the chapters' .py sources in `notebooks`."""
+    folder = notebooks or NOTEBOOKS
+    out = []
+    for n in names:
+        src = folder / f"{n}.py"
+        if not src.is_file():
+            out.append(f"{n}: no chapter source {src} to check its figures")
+            continue
+        out += [f"{n}: {p}" for p in figure_problems(jupytext.read(src).cells)]
+    return out
 
 
 def check_tables(figures_dir: Path, names: list[str]) -> list[str]:
@@ -380,6 +395,13 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
         raise SystemExit(f"unknown chapters {sorted(unknown)}; allowed: {', '.join(chapters())}")
     out_dir.mkdir(parents=True, exist_ok=True)
     _log_cell_outputs(out_dir)
+    if build:  # the book check would fail at the end anyway: say so before any chapter runs
+        unlabelled = check_figures(names)
+        if unlabelled:
+            for p in unlabelled:
+                print(f"[book] figure problem: {p}", file=sys.stderr)
+            print("[book] no chapter was run: every figure needs a label and a caption", file=sys.stderr)
+            return 1
     if build:
         try:
             preflight_html()

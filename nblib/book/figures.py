@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -161,3 +162,95 @@ def highlight_html(text: str, long_iv, short_iv, max_chars: int = 4000) -> str:
         i = j
     return ('<pre style="white-space:pre-wrap;font-size:0.8em;max-height:28em;overflow:auto">' + "".join(out)
             + "</pre>")
+
+
+# --------------------------------------------------------------------------- figure labels
+
+# A code cell shows a figure when it saves one through Chapter.save_figure (which displays
+# the saved PNG unless show=False) or displays an image or a pyplot figure itself.
+_SAVES_FIGURE = re.compile(r"\bsave_figure\(")
+_NOT_SHOWN = re.compile(r"\bsave_figure\([^\n]*\bshow\s*=\s*False")
+_DISPLAYS_FIGURE = re.compile(r"\bdisplay\(\s*Image\(|\bplt\.show\(")
+_CELL_LABEL = re.compile(r"^#\|\s*label:\s*(\S+)\s*$", re.M)
+# a MyST figure directive: ':::{figure} #cell-x' (3 or more colons) or '```{figure} #cell-x'
+_FIGURE_OPEN = re.compile(r"^(?P<fence>:{3,}|`{3,})\{figure\}\s*(?P<arg>\S*)\s*$")
+
+
+def _figure_directives(markdown: str) -> list[dict]:
+    """Every MyST `{figure}` directive of one Markdown cell: its argument, its options and
+    its caption (the body lines that are not options, joined)."""
+    out, lines, i = [], markdown.splitlines(), 0
+    while i < len(lines):
+        m = _FIGURE_OPEN.match(lines[i].strip())
+        i += 1
+        if not m:
+            continue
+        fence, options, body = m.group("fence"), {}, []
+        while i < len(lines) and lines[i].strip() != fence:
+            line = lines[i].strip()
+            opt = re.match(r"^:([\w-]+):\s*(.*)$", line)
+            if opt and not body:  # options come first, before the caption
+                options[opt.group(1)] = opt.group(2).strip()
+            elif line or body:
+                body.append(line)
+            i += 1
+        closed = i < len(lines)
+        i += 1
+        out.append({"arg": m.group("arg"), "options": options, "caption": " ".join(body).strip(), "closed": closed})
+    return out
+
+
+def figure_problems(cells) -> list[str]:
+    """Problems with a chapter's figures, from its cells (nbformat cells, or any objects with
+    `cell_type`, `source` and `metadata`). Every code cell that shows a figure must:
+      - carry a `#| label: cell-...` line, so the book can place its output in a figure;
+      - be tagged `remove-output`, so the image is not shown a second time outside it;
+      - be the target of a MyST `:::{figure} #cell-...` block with a `:label:` option (to
+        cite it with {numref}) and a non-empty caption.
+    A figure block pointing at a label no code cell has is a problem too. Empty list: fine."""
+    problems, labels, shown = [], {}, []
+    for n, cell in enumerate(cells, 1):
+        if cell.cell_type != "code":
+            continue
+        src = cell.source
+        found = _CELL_LABEL.findall(src)
+        for label in found:
+            labels[label] = n
+        if _DISPLAYS_FIGURE.search(src) or (_SAVES_FIGURE.search(src) and not _NOT_SHOWN.search(src)):
+            first = next((line.strip() for line in src.splitlines() if line.strip() and not line.startswith("#|")),
+                         "")
+            where = f"code cell {n} ({first[:60]!r})"
+            tags = cell.metadata.get("tags", [])
+            if not found:
+                problems.append(f"{where} shows a figure but has no `#| label: cell-...` line, so the figure "
+                                 f"has no label or caption; add the label and a `:::{{figure}} #cell-...` block "
+                                 f"with `:label:` and a caption")
+                continue
+            if "remove-output" not in tags:
+                problems.append(f"{where} shows a figure but is not tagged remove-output (tags: {tags}), so the "
+                                f"image appears twice; tag it remove-output")
+            shown.append((where, found[0]))
+    blocks = {}
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            for d in _figure_directives(cell.source):
+                blocks.setdefault(d["arg"].lstrip("#"), []).append(d)
+    for where, label in shown:
+        found = blocks.get(label)
+        if not found:
+            problems.append(f"{where}, label {label!r}: no `:::{{figure}} #{label}` block shows it; add one with "
+                            f"`:label:` and a caption")
+            continue
+        d = found[0]
+        if not d["closed"]:
+            problems.append(f"figure #{label}: its block is never closed")
+        if not d["options"].get("label"):
+            problems.append(f"figure #{label}: the block has no `:label:` option (options: "
+                            f"{sorted(d['options']) or 'none'}); add `:label: fig-...`")
+        if not d["caption"]:
+            problems.append(f"figure #{label}: the block has an empty caption; write one under its options")
+    for target in blocks:
+        if target.startswith("cell-") and target not in labels:
+            problems.append(f"a `:::{{figure}} #{target}` block names a label no code cell has "
+                            f"(labels: {', '.join(sorted(labels)) or 'none'})")
+    return problems
