@@ -636,3 +636,60 @@ def test_book_check_fails_on_a_planted_unlabelled_figure_and_passes_on_the_book(
     monkeypatch.setattr(build, "execute", lambda *a, **k: ran.append(a))
     monkeypatch.setattr(build, "preflight_html", lambda: ran.append("preflight"))
     assert build.run_book("smoke", tmp_path / "out", [name]) == 1 and ran == []
+
+
+# --------------------------------------------------------------------------- chapters at once
+
+def _fake_chapter(name, budget, out_dir, params, env):
+    """Stands in for one chapter in run_book's worker pool: records when it ran, where, and
+    with which kernel environment."""
+    t0 = time.time()
+    if name == "03_broken":
+        raise OSError("the worker died")
+    time.sleep(1.0)
+    (Path(out_dir) / f"{name}.json").write_text(json.dumps({"pid": os.getpid(), "t0": t0, "t1": time.time(),
+                                                            "env": env}))
+    return {"chapter": name, "status": "ok", "wall_s": round(time.time() - t0, 1), "error": None}
+
+
+def test_chapters_run_two_at_a_time_in_book_order_and_a_dead_worker_is_a_failed_chapter(tmp_path):
+    from nblib.book import build
+
+    names = ["01_a", "02_b", "03_broken", "04_d"]
+    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter)
+    assert [t["chapter"] for t in times] == names
+    assert [t["status"] for t in times] == ["ok", "ok", "failed", "ok"]
+    assert "worker process failed: OSError: the worker died" in times[2]["error"]
+    rec = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in ("01_a", "02_b", "04_d")}
+    assert rec["01_a"]["pid"] != rec["02_b"]["pid"] and os.getpid() not in {r["pid"] for r in rec.values()}
+    assert rec["01_a"]["t0"] < rec["02_b"]["t1"] and rec["02_b"]["t0"] < rec["01_a"]["t1"]  # at the same time
+    share = str(max(1, (os.cpu_count() or 1) // 2))  # each kernel trains with its share of the cores
+    assert rec["01_a"]["env"] == {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
+
+
+def test_book_jobs_and_prefixed_logs(tmp_path, monkeypatch):
+    import logging
+
+    from nblib.book import build
+
+    monkeypatch.setenv("NBLIB_BOOK_JOBS", "3")
+    assert build.book_jobs() == 3 and build.book_jobs(1) == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("NBLIB_BOOK_JOBS", bad)
+        with pytest.raises(SystemExit, match=f"jobs='{bad}' is not allowed.*integers >= 1"):
+            build.book_jobs()
+    monkeypatch.delenv("NBLIB_BOOK_JOBS")
+    assert build.book_jobs() == (os.cpu_count() or 1)
+    try:
+        build._log_cell_outputs(tmp_path, "05_downstream")
+        logging.getLogger("papermill").info("line one\nline two")
+        for h in logging.getLogger("papermill").handlers:
+            h.flush()
+        assert (tmp_path / "logs" / "05_downstream.log").read_text() == "line one\nline two\n"
+        fmt = build._PrefixLines("[05_downstream] ")
+        rec = logging.LogRecord("papermill", logging.INFO, "", 0, "a\nb", None, None)
+        assert fmt.format(rec) == "[05_downstream] a\n[05_downstream] b"
+    finally:
+        for h in list(logging.getLogger("papermill").handlers):
+            logging.getLogger("papermill").removeHandler(h)
+            h.close()

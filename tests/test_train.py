@@ -252,3 +252,32 @@ def test_a_finished_run_asked_for_a_new_checkpoint_retrains_to_the_same_weights(
     assert run.is_complete() and 7 in [c.step for c in run.checkpoints()]
     assert "that the run never kept: retraining from step 0" in (run.path / "train.log").read_text()
     assert_bitwise(before, final_weights(run))
+
+
+def test_a_chapter_asking_for_a_run_another_is_training_waits_then_reads_it(tmp_path):
+    """What two chapters executed at the same time do (`python -m nblib.book test` runs one
+    per core) when both need one run: the second waits on the run's lock, says so, and then
+    reads the run the first trained; it is trained once, bit-identical to a run trained alone."""
+    c = cfg(12, every=4)
+    store = RunStore(tmp_path / "shared")
+    lock = store.lock(store.run(c))
+    lock.acquire()  # "chapter A" is training the run
+    (tmp_path / "cfg.json").write_text(json.dumps(c.to_dict()))
+    code = ("import sys; from nblib.store.runstore import RunConfig, RunStore; "
+            "from nblib.training.runner import get_or_run_many; import json; "
+            "c = RunConfig.from_dict(json.load(open(sys.argv[1]))); "
+            "print(get_or_run_many(RunStore(sys.argv[2]), [c], workers=1, progress=False)[0].hash)")
+    other = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "cfg.json"), str(store.root)], env=ENV,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiting = other.stderr.readline()  # "chapter B" blocks on the lock and says so
+        assert "is being written by pid" in waiting and "waiting for it" in waiting, waiting
+    finally:
+        lock.release()
+    get_or_run(store, c, progress=False)  # A trains it (or waits in turn if B got the lock first)
+    out, err = other.communicate(timeout=300)
+    assert other.returncode == 0 and out.split() == [c.hash], err[-2000:]
+    log = (store.run(c).path / "train.log").read_text()
+    assert log.count("training steps ") == 1, log  # trained by one process only
+    assert_bitwise(final_weights(store.run(c)), final_weights(get_or_run(RunStore(tmp_path / "alone"), c,
+                                                                             progress=False)))

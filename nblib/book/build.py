@@ -2,6 +2,7 @@
 
     python -m nblib.book run  --budget toy     # the main job (`make book`)
     python -m nblib.book test                  # smoke chapters + nbval-lax + book check (`make test`)
+    python -m nblib.book run --jobs 2          # two chapters at a time (`test` runs one per core)
     python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
 
 Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`.
@@ -15,6 +16,7 @@ import argparse
 import ast
 import json
 import logging
+import multiprocessing as mp
 import os
 import platform
 import re
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import jupytext
@@ -70,16 +73,19 @@ def _cells(nb) -> list:
 KERNEL_ENV = {"TQDM_MININTERVAL": "30", "TQDM_MAXINTERVAL": "120"}
 
 
-def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True) -> dict:
-    """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}."""
+def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True,
+            env: dict | None = None) -> dict:
+    """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}.
+    `env`: more variables for the chapter's kernel (a value already set in the environment wins)."""
     out_nb = out_dir / "notebooks" / f"{name}.ipynb"
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     status, error = "ok", None
     print(f"[book] {name}: running at budget={budget} ...", flush=True)
     parameters = {"budget": budget, **(params or {})}
-    saved = {k: os.environ.get(k) for k in KERNEL_ENV}
-    os.environ.update({k: os.environ.get(k) or v for k, v in KERNEL_ENV.items()})  # the kernel inherits them
+    kernel_env = {**KERNEL_ENV, **(env or {})}
+    saved = {k: os.environ.get(k) for k in kernel_env}
+    os.environ.update({k: os.environ.get(k) or v for k, v in kernel_env.items()})  # the kernel inherits them
     try:
         pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters=parameters,
                             kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False)
@@ -175,8 +181,9 @@ def benchmark_summary() -> list[str]:
     return lines
 
 
-def run_report(times: list[dict], budget: str) -> str:
-    """Markdown of the 'Run report' page: each chapter's wall time and the machine."""
+def run_report(times: list[dict], budget: str, elapsed: float | None = None, jobs: int = 1) -> str:
+    """Markdown of the 'Run report' page: each chapter's wall time and the machine (and, when
+    chapters ran `jobs` at a time, the `elapsed` wall time of them all)."""
     total = sum(t["wall_s"] for t in times)
     code = code_version()
     lines = [
@@ -188,6 +195,9 @@ def run_report(times: list[dict], budget: str) -> str:
     ]
     lines += [f"| {t['chapter']} | {t['status']} | {t['wall_s']:.1f} | {t['wall_s'] / 60:.1f} |" for t in times]
     lines += [f"| **total** | | **{total:.1f}** | **{total / 60:.1f}** |", ""]
+    if jobs > 1 and elapsed is not None:
+        lines += [f"The chapters ran {jobs} at a time, so each one's time includes waiting for the cores and for "
+                  f"runs another chapter was training; all of them took {elapsed:.1f} s ({elapsed / 60:.1f} min).", ""]
     bench = benchmark_summary()
     if bench:
         lines += ["## Benchmarks", "", "Result files written by `benchmarks/` (the introduction shows them whole):",
@@ -371,30 +381,105 @@ def browser_check(html: Path, screenshots: Path) -> list[str]:
     return problems
 
 
-def _log_cell_outputs(out_dir: Path) -> None:
-    """Stream every executed cell's output to stdout and to <out>/book.log (papermill logs
-    them at INFO level), so long chapters show progress and leave a readable log."""
+class _PrefixLines(logging.Formatter):
+    """Every line of a record prefixed with `[chapter] `, so the outputs of chapters that
+    run at the same time stay readable where they interleave."""
+
+    def __init__(self, prefix: str):
+        super().__init__("%(message)s")
+        self.prefix = prefix
+
+    def format(self, record) -> str:
+        return "\n".join(self.prefix + line for line in super().format(record).split("\n"))
+
+
+def _log_cell_outputs(out_dir: Path, chapter: str | None = None) -> None:
+    """Stream every executed cell's output to stdout and to a log file (papermill logs them
+    at INFO level), so long chapters show progress and leave a readable log: <out>/book.log
+    when chapters run one at a time, else <out>/logs/<chapter>.log per chapter, with each
+    line on stdout prefixed by `[chapter] `."""
     log = logging.getLogger("papermill")
     log.setLevel(logging.INFO)
     for h in list(log.handlers):
         log.removeHandler(h)
-    fmt = logging.Formatter("%(message)s")
-    for h in (logging.StreamHandler(sys.stdout), logging.FileHandler(out_dir / "book.log")):
+        h.close()
+    if chapter is None:
+        handlers = [(logging.StreamHandler(sys.stdout), logging.Formatter("%(message)s")),
+                    (logging.FileHandler(out_dir / "book.log"), logging.Formatter("%(message)s"))]
+    else:
+        (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+        handlers = [(logging.StreamHandler(sys.stdout), _PrefixLines(f"[{chapter}] ")),
+                    (logging.FileHandler(out_dir / "logs" / f"{chapter}.log", mode="w"), logging.Formatter("%(message)s"))]
+    for h, fmt in handlers:
         h.setFormatter(fmt)
         log.addHandler(h)
     log.propagate = False
 
 
+def book_jobs(jobs: int | None = None) -> int:
+    """How many chapters run at once: `jobs`, else $NBLIB_BOOK_JOBS, else one per CPU core."""
+    raw = jobs if jobs is not None else os.environ.get("NBLIB_BOOK_JOBS") or (os.cpu_count() or 1)
+    try:
+        n = int(raw)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1 or (isinstance(raw, float) and raw != n):
+        raise SystemExit(f"jobs={raw!r} is not allowed (--jobs or $NBLIB_BOOK_JOBS); allowed values: integers >= 1")
+    return n
+
+
+def _execute_in_worker(name: str, budget: str, out_dir: Path, params: dict | None, env: dict) -> dict:
+    """`execute` in a worker process of run_book's pool, logging to the chapter's own file."""
+    _log_cell_outputs(out_dir, name)
+    return execute(name, budget, out_dir, params, env=env)
+
+
+def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | None = None, jobs: int = 1,
+                worker=None) -> list[dict]:
+    """Execute chapters, `jobs` at a time; return their records in the order of `names`.
+
+    Chapters that run at the same time may need the same run (chapter 5 reads chapter 4's S5
+    trajectory, chapters 7-10 read chapter 6's Models A and B): the run store's per-run lock
+    makes the second one wait for the first to finish it and then read it, never train it
+    twice (`nblib.training.runner.get_or_run`); every shared cache is written atomically.
+    Chapters are handed out in book order, so a chapter usually finds the runs of the
+    chapters before it finished or in training. Each chapter's kernel gets an equal share of
+    the cores for its training workers and threads ($NBLIB_WORKERS, $OMP_NUM_THREADS), so
+    two chapters on two cores train one run each instead of four at once. `worker`: what
+    runs one chapter in a pool process (default `_execute_in_worker`; tests pass a stand-in).
+    """
+    jobs = max(1, min(jobs, len(names)))
+    if jobs == 1:
+        return [execute(n, budget, out_dir, params) for n in names]
+    share = str(max(1, (os.cpu_count() or 1) // jobs))
+    env = {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
+    print(f"[book] {len(names)} chapters, {jobs} at a time; each chapter's cell outputs go to "
+          f"{out_dir / 'logs'}/<chapter>.log and, prefixed with [chapter], here", flush=True)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        futs = {n: pool.submit(worker or _execute_in_worker, n, budget, out_dir, params, env) for n in names}
+        times = []
+        for n, fut in futs.items():
+            try:
+                times.append(fut.result())
+            except Exception as e:  # the worker itself died (execute catches a chapter's own errors)
+                times.append({"chapter": n, "status": "failed", "wall_s": 0.0,
+                              "error": f"worker process failed: {type(e).__name__}: {e}"})
+    return times
+
+
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
-             params: dict | None = None) -> int:
-    """Execute chapters, write the timings, build and check the HTML book. Returns an exit code."""
+             params: dict | None = None, jobs: int = 1) -> int:
+    """Execute chapters (`jobs` at a time, `execute_all`), write the timings, build and check
+    the HTML book. Returns an exit code."""
     get_budget(budget)
     names = names or chapters()
     unknown = set(names) - set(chapters())
     if unknown:
         raise SystemExit(f"unknown chapters {sorted(unknown)}; allowed: {', '.join(chapters())}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    _log_cell_outputs(out_dir)
+    jobs = max(1, min(jobs, len(names)))
+    if jobs == 1:  # else each chapter's worker process logs to its own file (execute_all)
+        _log_cell_outputs(out_dir)
     if build:  # the book check would fail at the end anyway: say so before any chapter runs
         unlabelled = check_figures(names)
         if unlabelled:
@@ -412,18 +497,21 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     if stale:
         print(f"[book] regenerated {len(stale)} .ipynb from their .py sources: {', '.join(stale)}")
     t0 = time.time()
-    times = [execute(n, budget, out_dir, params) for n in names]
-    atomic_write_json(out_dir / "chapter_times.json", {"budget": budget, "chapters": times,
-                                                       "total_s": round(time.time() - t0, 1), "code": code_version()})
+    times = execute_all(names, budget, out_dir, params, jobs=jobs)
+    elapsed = round(time.time() - t0, 1)
+    atomic_write_json(out_dir / "chapter_times.json", {"budget": budget, "chapters": times, "total_s": elapsed,
+                                                       "jobs": jobs, "code": code_version()})
     print("[book] chapter wall times:")
     for t in times:
         print(f"  {t['chapter']:<22} {t['status']:<7} {t['wall_s']:>8.1f} s")
     print(f"  {'total':<30} {sum(t['wall_s'] for t in times):>8.1f} s")
+    if jobs > 1:
+        print(f"  {f'elapsed, {jobs} chapters at a time':<30} {elapsed:>8.1f} s")
     failed = [t for t in times if t["status"] != "ok"]
     for t in failed:
         print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
     if build:
-        stage_book(out_dir, run_report(times, budget))
+        stage_book(out_dir, run_report(times, budget, elapsed, jobs))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
         problems += browser_check(html, out_dir / "screenshots")
@@ -434,9 +522,11 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     return 1 if failed else 0
 
 
-def test_book(out_dir: Path) -> int:
-    """The test command's notebook part: every chapter at smoke through papermill, the book
-    build and its check, then nbval-lax over the papermill-parameterised notebooks."""
+def test_book(out_dir: Path, jobs: int | None = None) -> int:
+    """The test command's notebook part: every chapter at smoke through papermill (`jobs` at
+    a time, default one per core), the book build and its check, then nbval-lax over the
+    papermill-parameterised notebooks (one per core)."""
+    jobs = book_jobs(jobs)
     if out_dir.exists():
         shutil.rmtree(out_dir)  # always fresh: never pass on runs cached by older code
     out_dir.mkdir(parents=True)
@@ -447,7 +537,7 @@ def test_book(out_dir: Path) -> int:
         print(f"[book] notebooks/*.ipynb out of sync with their .py: {stale}; run `python -m nblib.book sync`",
               file=sys.stderr)
         return 1
-    rc = run_book("smoke", out_dir)
+    rc = run_book("smoke", out_dir, jobs=jobs)
     if rc:
         return rc
     nbval_dir = out_dir / "nbval"
@@ -469,17 +559,21 @@ def main(argv=None) -> int:
     r.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
     r.add_argument("--out", default=None, help="output folder (default: _build/<budget>)")
     r.add_argument("--no-build", action="store_true")
+    r.add_argument("--jobs", type=int, default=1,
+                   help="chapters executed at once (default 1; they share the run store safely)")
     t = sub.add_parser("test", help="smoke chapters, book build check, nbval-lax")
     t.add_argument("--out", default=str(REPO_ROOT / "_build" / "smoke"))
+    t.add_argument("--jobs", type=int, default=None,
+                   help="smoke chapters executed at once (default: $NBLIB_BOOK_JOBS, else one per CPU core)")
     s = sub.add_parser("sync", help="regenerate notebooks/*.ipynb from the .py sources")
     s.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     if args.cmd == "run":
         out = Path(args.out) if args.out else REPO_ROOT / "_build" / args.budget
         names = [c.strip() for c in args.chapters.split(",") if c.strip()] or None
-        return run_book(args.budget, out, names, build=not args.no_build)
+        return run_book(args.budget, out, names, build=not args.no_build, jobs=book_jobs(args.jobs))
     if args.cmd == "test":
-        return test_book(Path(args.out))
+        return test_book(Path(args.out), jobs=args.jobs)
     stale = sync(check=args.check)
     print("stale: " + (", ".join(stale) if stale else "none"))
     return 1 if (args.check and stale) else 0
