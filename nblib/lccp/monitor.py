@@ -181,7 +181,7 @@ def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: i
         if len(set(idx)) < MIN_POINTS:
             continue
         try:
-            boot.append(fit_fixed_model_law(dl[idx], y[idx], n_starts=4).predict(Dl=targets))
+            boot.append(fit_fixed_model_law(dl[idx], y[idx], start=fit.theta).predict(Dl=targets))
         except Exception:  # a degenerate resample: skip it, report how many were used
             continue
     boot = np.exp(np.array(boot)) if boot else np.full((0, len(targets)), np.nan)

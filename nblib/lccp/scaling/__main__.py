@@ -20,7 +20,8 @@ import pandas as pd
 from nblib.cli import run_cli
 from nblib.store.atomic import atomic_path
 from .bootstrap import bootstrap
-from .fit import N_STARTS, fit_law, split_scales
+from .fit import fit_law, split_scales
+from .profile import POLISH_STARTS
 from .laws import VARIANTS, get_law
 from .metrics import mape_log, r2_log
 from .table import TableError, check_table, table_target
@@ -38,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="bootstrap refits for intervals (0: none)")
     f.add_argument("--ci", type=float, default=0.95, help="interval coverage")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--n-starts", type=int, default=N_STARTS, help="L-BFGS-B runs from the best grid starts")
+    f.add_argument("--n-starts", type=int, default=POLISH_STARTS,
+                   help="L-BFGS-B runs on the profile, from the best local minima of the start grid")
     f.add_argument("--out", default=None, help="write predictions csv here")
     return ap
 
@@ -97,6 +99,10 @@ def run_fit(args) -> int:
     print(f"fit on {fit.n_train} configurations; beta_bar from slices: "
           + ", ".join(f"{k}={'none' if v is None else _fmt(v)}" for k, v in fit.beta_bar.items()))
     print(f"training R^2 = {fit.r2:.4f}, MAPE = {fit.mape:.2f}%  (log(LongPPL) space)")
+    for line in fit.at_bound:
+        print(f"note: {line}")
+    if boot and boot.n_at_bound:
+        print(f"note: {boot.n_at_bound} of {args.bootstrap} bootstrap refits have a parameter on a bound")
     pct = f"{100 * args.ci:g}%"
     for title, absolute in (("normalised units (N/1e8, D/1e9)", False), ("absolute counts (Table 11 style)", True)):
         print(f"\nparameters, {title}" + (f", {pct} bootstrap interval ({args.bootstrap} refits)" if boot else ""))

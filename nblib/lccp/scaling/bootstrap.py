@@ -29,6 +29,7 @@ class BootstrapResult:
     ci: float
     points: pd.DataFrame | None = None  # N, Ds, Dl where predictions were taken
     pred_samples: np.ndarray | None = field(default=None, repr=False)  # (n_boot, n_points)
+    n_at_bound: int = 0  # refits with a parameter on a bound (FitResult.at_bound)
 
     @property
     def _q(self) -> tuple[float, float]:
@@ -54,12 +55,13 @@ class BootstrapResult:
         return self.points.assign(pred_log_longppl=est, pred_lo=lo, pred_hi=hi)
 
 
-def _refits(table: pd.DataFrame, law: Law, resamples: list, extra: list, points, fit_kwargs: dict):
-    """Refit on each resample (row indices); (params, predictions or None) per resample."""
+def _refits(table: pd.DataFrame, law: Law, resamples: list, start: np.ndarray, points, fit_kwargs: dict):
+    """Refit on each resample (row indices) from `start`; (params, predictions or None,
+    parameters at a bound) per resample."""
     out = []
     for idx in resamples:
-        f = fit_law(table.iloc[idx].reset_index(drop=True), law, extra_starts=extra, **fit_kwargs)
-        out.append((f.params, f.predict_table(points) if points is not None else None))
+        f = fit_law(table.iloc[idx].reset_index(drop=True), law, start=start, **fit_kwargs)
+        out.append((f.params, f.predict_table(points) if points is not None else None, len(f.at_bound)))
     return out
 
 
@@ -68,8 +70,9 @@ def bootstrap(table: pd.DataFrame, law: str | Law = "additive", n_boot: int = 20
               **fit_kwargs) -> BootstrapResult:
     """Case-resampling bootstrap of `fit_law` (App. A.5 procedure re-run per resample).
 
-    Each refit starts from its own grid plus the full-data optimum. `points` (columns N, Ds,
-    Dl, absolute) get prediction intervals. fit_kwargs go to fit_law (e.g. grid, n_starts).
+    Each refit polishes from the full-data optimum alone (its slice thresholds recomputed on
+    the resample); `n_at_bound` counts the refits with a parameter on a bound. `points`
+    (columns N, Ds, Dl, absolute) get prediction intervals. fit_kwargs go to fit_law.
     The resamples are drawn up front from `seed` and refitted in `workers` processes
     (default: $NBLIB_WORKERS or the CPU count); the result does not depend on `workers`.
     """
@@ -82,21 +85,21 @@ def bootstrap(table: pd.DataFrame, law: str | Law = "additive", n_boot: int = 20
     if points is not None:
         points = check_table(points, columns=("N", "Ds", "Dl"))
     full = fit_law(table, law, **fit_kwargs)
-    extra = list(fit_kwargs.pop("extra_starts", ())) + [full.theta]
+    fit_kwargs = {k: v for k, v in fit_kwargs.items() if k not in ("extra_starts", "n_starts", "grid")}
     rng = np.random.default_rng(seed)
     resamples = [rng.integers(0, len(table), len(table)) for _ in range(n_boot)]
     workers = workers or max(1, int(os.environ.get("NBLIB_WORKERS", os.cpu_count() or 1)))
     workers = min(workers, n_boot // 4 or 1)  # a worker's start-up costs about one refit
     if workers == 1:
-        results = _refits(table, law, resamples, extra, points, fit_kwargs)
+        results = _refits(table, law, resamples, full.theta, points, fit_kwargs)
     else:
         chunks = [resamples[i::workers] for i in range(workers)]
         with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            parts = list(pool.map(_refits, *zip(*[(table, law, c, extra, points, fit_kwargs) for c in chunks])))
+            parts = list(pool.map(_refits, *zip(*[(table, law, c, full.theta, points, fit_kwargs) for c in chunks])))
         results = [None] * n_boot
         for w, part in enumerate(parts):
             results[w::workers] = part
     rows = [r[0] for r in results]
     preds = [r[1] for r in results] if points is not None else None
     return BootstrapResult(full, pd.DataFrame(rows, columns=list(law.param_names)), ci, points,
-                           np.array(preds) if points is not None else None)
+                           np.array(preds) if points is not None else None, sum(r[2] > 0 for r in results))

@@ -1,5 +1,15 @@
 """Fitting a law to runs (App. A.5): Huber loss on log(LongPPL), one-sided exponent
-regulariser at slice-fit medians, multi-start grid, then L-BFGS-B, keep the best.
+regulariser at slice-fit medians, a start grid, then local optimisation, keep the best.
+
+Two implementations of the same objective:
+  method="profile" (default): variable projection (profile.py). The amplitudes and the
+      offset are solved exactly for each value of the nonlinear parameters, which are
+      searched on a dense grid and polished; bootstrap refits polish from one start.
+      An optimum on a bound, or an exponent running to 0 while the offset runs to -inf, is
+      reported in FitResult.at_bound instead of being left to an iteration limit.
+  method="multistart": the first implementation, kept as a second one for tests and
+      benchmarks/bench_fit.py: a coarse grid over the nonlinear parameters, the linear ones
+      by least squares, then L-BFGS-B on all parameters from the best `n_starts` grid points.
 
 Objective (internal params theta, residuals r_i = yhat_i - y_i, y = log LongPPL):
     sum_i huber_delta(r_i) + lam * [max(beta_s - beta_bar_s, 0)]^2 + lam * [max(beta_l - beta_bar_l, 0)]^2
@@ -20,23 +30,19 @@ from threadpoolctl import threadpool_limits
 
 from .laws import D_UNIT, LOG_BOUND, N_UNIT, FIXED_MODEL, Inputs, Law, get_law, make_inputs
 from .metrics import mape_log, r2_log
+from .profile import EXP_FLOOR, huber, POLISH_STARTS, Profile, grid_starts, polish, separable
 from .slices import fit_slice, slice_thresholds
 from .table import TableError, check_table, table_inputs, table_target
 
 F_SCALE = 0.05  # Huber transition, in log(LongPPL) units (App. A.5)
 LAM = 1.0  # lambda_s = lambda_l = 1 (App. A.5)
-N_STARTS = 16  # L-BFGS-B runs from the best grid points (of ~180 for Eq. 1)
+N_STARTS = 16  # method="multistart": L-BFGS-B runs from the best grid points (of ~180 for Eq. 1)
+METHODS = ("profile", "multistart")
 FD_STEP = 1e-6  # relative step of the central differences for the gradient
 
 
 # ----------------------------------------------------------------------------
 # the objective
-
-def huber(r, delta: float) -> np.ndarray:
-    """Huber loss per residual: r^2/2 inside |r| <= delta, linear delta(|r| - delta/2) outside."""
-    a = np.abs(r)
-    return np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
-
 
 @dataclass
 class Objective:
@@ -201,7 +207,12 @@ class FitResult:
     beta_bar: dict = field(default_factory=dict)
     f_scale: float = F_SCALE
     lam: float = LAM
-    method: str = "lbfgsb"
+    method: str = "profile"
+    at_bound: tuple[str, ...] = ()  # one line per parameter whose optimum ran to a bound
+
+    def report(self, label: str = "") -> str:
+        """One line per parameter at a bound, each prefixed with `label`; "" if none."""
+        return "\n".join(f"{label}{line}" for line in self.at_bound)
 
     def predict(self, N=None, Ds=None, Dl=None) -> np.ndarray:
         """Predicted log(LongPPL) at absolute N (params) and Ds, Dl (tokens); arrays broadcast."""
@@ -237,23 +248,103 @@ def _reg_terms(law: Law, beta_bar: dict, lam: float) -> tuple:
                  if v is not None and k in law.param_names and lam > 0)
 
 
+def _minimize_profile(obj: Objective, grid: dict | None, grid_extra: dict, n_starts: int | None,
+                      extra_starts=(), start=None) -> tuple[np.ndarray, float]:
+    """method="profile": grid on the nonlinear params with the linear ones solved exactly,
+    L-BFGS-B on the profile from the best `n_starts` local minima of the grid and from `extra_starts`
+    (internal vectors), then a short L-BFGS-B on all params. `start`: skip the grid and
+    polish from this internal vector alone (bootstrap refits)."""
+    law = obj.law
+    form = separable(law)
+    reg = {law.param_names[j]: (bar, lam) for j, bar, lam in obj.reg}
+    prof = Profile(form, obj.x, obj.y, obj.f_scale, reg)
+    if start is not None:
+        starts = [form.phi_of(start)]
+    else:
+        k = POLISH_STARTS if n_starts is None else n_starts
+        starts = list(grid_starts(prof, form.grid(grid, grid_extra), k))
+        starts += [form.phi_of(e) for e in extra_starts]
+    phi, _ = polish(prof, np.array(starts))
+    coef = prof(phi)[1][0]
+    theta = form.to_theta(phi, coef)[0]
+    # a last L-BFGS-B on every parameter, inside the same bounds as the search: it removes
+    # the rounding of log amplitudes at +-LOG_BOUND and is kept only if it is lower
+    bounds = law.bounds_internal()
+    for j, (lo, hi) in zip(form.nonlinear, form.bounds()):
+        bounds[j] = (lo, hi)
+    res = minimize(obj.value_and_grad, theta, jac=True, method="L-BFGS-B", bounds=bounds,
+                   options={"maxiter": 1000, "ftol": 1e-15, "gtol": 1e-10})
+    if obj(res.x) < obj(theta):
+        theta = res.x
+    return theta, float(obj(theta))
+
+
+def at_bound(law: Law, theta: np.ndarray, n: int, rtol: float = 1e-6) -> tuple[str, ...]:
+    """One line per parameter whose fitted value sits on a bound of the search: exponents on
+    [EXP_FLOOR, hi], other nonlinear params on the law's bounds, amplitudes at 0 (the term
+    is off). An exponent at the floor with a free offset is the runaway where the objective
+    keeps falling as the exponent goes to 0 and C to -inf (no interior optimum)."""
+    form = separable(law)
+    nat = law.to_natural(theta)
+    lines = []
+    where = f"{law.name} fit on {n} points: "
+    for j, (lo, hi) in zip(form.nonlinear, form.bounds()):
+        p = law.params[j]
+        v = theta[j]
+        for side, b in (("lower", lo), ("upper", hi)):
+            if np.isfinite(b) and abs(v - b) <= rtol * max(1.0, abs(b)):
+                value = f"{np.exp(b):.4g}" if p.log else f"{b:g}"
+                if side == "lower" and b == EXP_FLOOR and law.offset == "free":
+                    lines.append(f"{where}{p.name} ran to the search floor {EXP_FLOOR:g}: the objective still falls "
+                                 f"as {p.name} -> 0 and C -> -inf (C = {nat[law.param_names[-1]]:.4g}); "
+                                 f"no interior optimum")
+                else:
+                    lines.append(f"{where}{p.name} at its {side} bound {value}")
+    for j in form.amplitudes:
+        if theta[j] <= -LOG_BOUND * (1 - rtol):
+            lines.append(f"{where}{law.params[j].name} at its lower bound 0 (the term is off)")
+        elif theta[j] >= LOG_BOUND * (1 - rtol):
+            lines.append(f"{where}{law.params[j].name} at its upper bound exp({LOG_BOUND:g})")
+    if law.offset == "nonneg" and theta[-1] <= 1e-12:
+        lines.append(f"{where}{law.param_names[-1]} at its lower bound 0")
+    return tuple(lines)
+
+
+def _check_method(method: str, n_starts) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
+    if n_starts is not None and n_starts < 1:
+        raise ValueError(f"n_starts must be >= 1 or None (every grid point), got {n_starts}")
+
+
+def _optimise(obj: Objective, method: str, grid, beta_bar: dict, n_starts, extra_starts, start):
+    if method == "profile":
+        return _minimize_profile(obj, grid, beta_bar, n_starts, extra_starts, start)
+    starts = start_grid(obj.law, grid, beta_bar)
+    extra = list(extra_starts) + ([start] if start is not None else [])
+    theta, val, _ = minimize_multistart(obj, starts, N_STARTS if n_starts is None else n_starts, extra)
+    return theta, val
+
+
 def fit_law(table: pd.DataFrame, law: str | Law = "additive", *, f_scale: float = F_SCALE,
             lam: float = LAM, beta_bar: dict | None = None, grid: dict | None = None,
-            n_starts: int | None = N_STARTS, extra_starts=()) -> FitResult:
+            n_starts: int | None = None, extra_starts=(), start=None, method: str = "profile") -> FitResult:
     """Fit a law (Eq. 1 or an App. A.2 variant) to a run table by the App. A.5 procedure.
 
     Huber(f_scale) on y = log(LongPPL), equal weights; one-sided regulariser
     lam [max(beta - beta_bar, 0)]^2 on beta_s and beta_l where the law has them (the single
     beta of the combined/effective-data laws has no slice threshold), beta_bar = median slice
-    exponent of THIS table (pass the training split only); slice medians join the start grid;
-    L-BFGS-B from the best `n_starts` grid points (None: every grid point), keep the best.
+    exponent of THIS table (pass the training split only); slice medians join the start grid.
+    method="profile" (default): the linear params solved exactly on a dense grid of the others,
+    L-BFGS-B from the best `n_starts` (default 6) local minima of the grid; start: an internal vector to
+    polish from instead of the grid (bootstrap refits). method="multistart": the first
+    implementation (module doc). Parameters on a bound are listed in FitResult.at_bound.
     beta_bar: override the slice thresholds ({"beta_s": .., "beta_l": ..}; None entries off).
     """
     law = get_law(law)
     if f_scale <= 0:
         raise ValueError(f"f_scale must be > 0, got {f_scale}")
-    if n_starts is not None and n_starts < 1:
-        raise ValueError(f"n_starts must be >= 1 or None (every grid point), got {n_starts}")
+    _check_method(method, n_starts)
     if lam < 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
     table = check_table(table, n_params=law.n_params)
@@ -262,10 +353,11 @@ def fit_law(table: pd.DataFrame, law: str | Law = "additive", *, f_scale: float 
         if beta_bar is None:
             beta_bar = slice_thresholds(table)
         obj = Objective(law, x, y, f_scale, _reg_terms(law, beta_bar, lam))
-        theta, val, _ = minimize_multistart(obj, start_grid(law, grid, beta_bar), n_starts, extra_starts)
+        theta, val = _optimise(obj, method, grid, beta_bar, n_starts, extra_starts, start)
     yhat = law.fn(tuple(theta), x)
     return FitResult(law, law.to_natural(theta), theta, val, r2_log(y, yhat), mape_log(y, yhat),
-                     len(y), dict(beta_bar), f_scale, lam)
+                     len(y), dict(beta_bar), f_scale, lam, method,
+                     at_bound(law, theta, len(y)) if method == "profile" else ())
 
 
 def fit_additive_law(table: pd.DataFrame, **kwargs) -> FitResult:
@@ -274,11 +366,12 @@ def fit_additive_law(table: pd.DataFrame, **kwargs) -> FitResult:
 
 
 def fit_fixed_model_law(dl, y, *, f_scale: float = F_SCALE, grid: dict | None = None,
-                        n_starts: int | None = N_STARTS) -> FitResult:
+                        n_starts: int | None = None, start=None, method: str = "profile") -> FitResult:
     """Eq. 2 on one trajectory (Sec. 4.3): y = Bl Dl^-beta_l + C', Huber(f_scale), no regulariser.
 
     dl: long-context tokens (absolute); y: log of the metric (log LongPPL, or log ShortPPL
-    for App. D.1). Used on prefixes of a Constant-Last4 trajectory.
+    for App. D.1). Used on prefixes of a Constant-Last4 trajectory. The least-squares slice
+    fit joins the starts; `start` (an internal vector) replaces the grid, as in fit_law.
     """
     dl = np.asarray(dl, dtype=float).ravel()
     y = np.asarray(y, dtype=float).ravel()
@@ -290,16 +383,19 @@ def fit_fixed_model_law(dl, y, *, f_scale: float = F_SCALE, grid: dict | None = 
         raise ValueError(f"dl must be > 0 (tokens), got min {dl.min()}")
     if np.unique(dl).size < FIXED_MODEL.n_params:
         raise ValueError(f"Eq. 2 has {FIXED_MODEL.n_params} params; need >= {FIXED_MODEL.n_params} distinct dl, got {np.unique(dl).size}")
+    _check_method(method, n_starts)
     law = FIXED_MODEL
     x = make_inputs(dl=dl / D_UNIT)
     obj = Objective(law, x, y, f_scale)
     with threadpool_limits(limits=1, user_api="blas"):  # tiny fits: BLAS threads only contend
-        b, beta, c = fit_slice(dl, y)  # the least-squares slice fit is a natural extra start
-        extra = [np.array([np.log(b), beta, c])] if b > 0 else []
-        theta, val, _ = minimize_multistart(obj, start_grid(law, grid), n_starts, extra)
+        extra = []
+        if start is None:
+            b, beta, c = fit_slice(dl, y)  # the least-squares slice fit is a natural extra start
+            extra = [np.array([np.log(b), beta, c])] if b > 0 else []
+        theta, val = _optimise(obj, method, grid, {}, n_starts, extra, start)
     yhat = law.fn(tuple(theta), x)
     return FitResult(law, law.to_natural(theta), theta, val, r2_log(y, yhat), mape_log(y, yhat),
-                     len(y), {}, f_scale, 0.0)
+                     len(y), {}, f_scale, 0.0, method, at_bound(law, theta, len(y)) if method == "profile" else ())
 
 
 # ----------------------------------------------------------------------------

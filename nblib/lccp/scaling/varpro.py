@@ -1,4 +1,4 @@
-"""Variable-projection fit of Eq. 1 (beyond the paper): a cross-check of the L-BFGS-B fit.
+"""Least-squares variable projection of Eq. 1 (beyond the paper): a cross-check of fit_law.
 
 Given the exponents (alpha, beta_s, beta_l), Eq. 1 is linear in (A, Bs, Bl, C): a grid over
 the exponents with non-negative least squares for the amplitudes (free C by centring) finds
