@@ -386,6 +386,12 @@ def _smoke() -> Budget:
         scales=scales, pair=_pair_smoke(), n_boot=8,
         # RULER's templates alone are ~200 bytes: smoke prompts are longer than its context
         ruler_samples=2, ruler_len=600, ruler_max_new=8,
+        # After LCCP, the first and last points only (Raw and Last4 each: 4 extension runs and
+        # 16 SFT runs, three seeds and the 2x budget) and RULER's 2 prompts per task: the same
+        # code paths as the toy's 4 points and 10 prompts. With the toy's, chapter 5 at smoke
+        # took 744 s on a busy 2-core machine, 360 s of it RULER at 2,400 tokens after the
+        # extension (8 models x 13 tasks x 10 prompts).
+        post_training_points=2, post_training_samples=2,
         notes="CI: seconds per notebook; numbers are meaningless, code paths are real.",
     )
 
