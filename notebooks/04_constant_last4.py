@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -211,6 +213,11 @@ split_a = (fit_scales[:-1], [fit_scales[-1]])
 split_b = (fit_scales, [scale])
 held = scaling.holdout_evals(table_cl4, {"a": split_a, "b": split_b})
 res_a, res_b = held["a"], held["b"]
+ch.save_table(table_cl4[["scale", "N", "Ds", "Dl", "ds_mult", "dl_mult", "longppl", "shortppl"]],
+              "runs_constant_last4", runs=all_runs)  # the fit table, for benchmarks/bench_fit.py
+for (tr, te), res in ((split_a, res_a), (split_b, res_b)):  # optima on a bound, or none inside, are said here
+    label = f"{tr[0]}-{tr[-1]} → {te[0]}"
+    print(res.fit.report(f"{label}: ") or f"{label}: every parameter inside its bounds")
 
 # %% tags=["remove-output"]
 #| label: cell-cl4-fit

@@ -162,9 +162,10 @@ def evaluate_points(steps: dict, tps: int, evaluate_window, eval_every: int, m: 
     return points
 
 
-def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: int = 0) -> dict:
+def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: int = 0, method: str = "profile") -> dict:
     """Fit Eq. 2 to the points; predictions at `future` token budgets with bootstrap intervals
-    and the marginal LongPPL drop per extra billion tokens."""
+    and the marginal LongPPL drop per extra billion tokens. Each bootstrap refit polishes from
+    the full fit's optimum; method: fit_fixed_model_law's."""
     if len(points) < MIN_POINTS:
         raise MonitorError(f"only {len(points)} Last4 evaluation point(s); Eq. 2 has 3 parameters, so at least "
                            f"{MIN_POINTS} are needed: train further or lower --eval-every")
@@ -172,7 +173,7 @@ def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: i
     y = np.log([p["long_ppl"] for p in points])
     if not np.all(np.isfinite(y)):
         raise MonitorError("some LongPPL values are not finite: NaN weights, or a test set without long key tokens")
-    fit = fit_fixed_model_law(dl, y)
+    fit = fit_fixed_model_law(dl, y, method=method)
     targets = np.array(sorted(set([dl[-1], *future])), float)
     rng = np.random.default_rng(seed)
     boot = []
@@ -181,7 +182,7 @@ def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: i
         if len(set(idx)) < MIN_POINTS:
             continue
         try:
-            boot.append(fit_fixed_model_law(dl[idx], y[idx], start=fit.theta).predict(Dl=targets))
+            boot.append(fit_fixed_model_law(dl[idx], y[idx], start=fit.theta, method=method).predict(Dl=targets))
         except Exception:  # a degenerate resample: skip it, report how many were used
             continue
     boot = np.exp(np.array(boot)) if boot else np.full((0, len(targets)), np.nan)

@@ -279,34 +279,52 @@ def _minimize_profile(obj: Objective, grid: dict | None, grid_extra: dict, n_sta
     return theta, float(obj(theta))
 
 
-def at_bound(law: Law, theta: np.ndarray, n: int, rtol: float = 1e-6) -> tuple[str, ...]:
-    """One line per parameter whose fitted value sits on a bound of the search: exponents on
-    [EXP_FLOOR, hi], other nonlinear params on the law's bounds, amplitudes at 0 (the term
-    is off). An exponent at the floor with a free offset is the runaway where the objective
-    keeps falling as the exponent goes to 0 and C to -inf (no interior optimum)."""
+def params_at_bound(law: Law, theta: np.ndarray, rtol: float = 1e-6) -> list[tuple[str, str, float]]:
+    """(param, "lower" or "upper", bound) for each fitted value on a bound of the search:
+    exponents on [EXP_FLOOR, hi], the other nonlinear params on the law's bounds, amplitudes
+    at exp(-+LOG_BOUND) (at the lower one the term is off), a non-negative offset at 0."""
     form = separable(law)
-    nat = law.to_natural(theta)
-    lines = []
-    where = f"{law.name} fit on {n} points: "
+    out = []
     for j, (lo, hi) in zip(form.nonlinear, form.bounds()):
-        p = law.params[j]
-        v = theta[j]
         for side, b in (("lower", lo), ("upper", hi)):
-            if np.isfinite(b) and abs(v - b) <= rtol * max(1.0, abs(b)):
-                value = f"{np.exp(b):.4g}" if p.log else f"{b:g}"
-                if side == "lower" and b == EXP_FLOOR and law.offset == "free":
-                    lines.append(f"{where}{p.name} ran to the search floor {EXP_FLOOR:g}: the objective still falls "
-                                 f"as {p.name} -> 0 and C -> -inf (C = {nat[law.param_names[-1]]:.4g}); "
-                                 f"no interior optimum")
-                else:
-                    lines.append(f"{where}{p.name} at its {side} bound {value}")
+            if np.isfinite(b) and abs(theta[j] - b) <= rtol * max(1.0, abs(b)):
+                out.append((law.params[j].name, side, float(np.exp(b) if law.params[j].log else b)))
     for j in form.amplitudes:
         if theta[j] <= -LOG_BOUND * (1 - rtol):
-            lines.append(f"{where}{law.params[j].name} at its lower bound 0 (the term is off)")
+            out.append((law.params[j].name, "lower", 0.0))
         elif theta[j] >= LOG_BOUND * (1 - rtol):
-            lines.append(f"{where}{law.params[j].name} at its upper bound exp({LOG_BOUND:g})")
+            out.append((law.params[j].name, "upper", float(np.exp(LOG_BOUND))))
     if law.offset == "nonneg" and theta[-1] <= 1e-12:
-        lines.append(f"{where}{law.param_names[-1]} at its lower bound 0")
+        out.append((law.param_names[-1], "lower", 0.0))
+    return out
+
+
+def at_bound(law: Law, theta: np.ndarray, n: int) -> tuple[str, ...]:
+    """One line per parameter on a bound (params_at_bound). An exponent at the search floor
+    whose term is on, with a free offset, is the runaway where the objective keeps falling as
+    the exponent goes to 0, its amplitude to +inf and C to -inf (the term becomes -a ln x):
+    there is no interior optimum, and the line says so. An exponent whose amplitude is 0 is
+    undetermined and gets no line of its own."""
+    where = f"{law.name} fit on {n} points: "
+    nat = law.to_natural(theta)
+    hits = params_at_bound(law, theta)
+    off = {name for name, side, b in hits if side == "lower" and b == 0.0}
+    lines = []
+    for name, side, b in hits:
+        j = law.param_names.index(name)
+        amp = law.param_names[j - 1] if j > 0 and law.params[j - 1].log and law.params[j - 1].grid is None else None
+        if side == "lower" and b == EXP_FLOOR and amp is not None:
+            if amp in off:
+                continue
+            if law.offset == "free":
+                lines.append(f"{where}{name} ran to the search floor {EXP_FLOOR:g} ({amp} = {nat[amp]:.4g}, "
+                             f"C = {nat[law.param_names[-1]]:.4g}): the objective still falls as {name} -> 0, "
+                             f"{amp} -> inf and C -> -inf; no interior optimum")
+                continue
+        if name in off and name != law.param_names[-1]:
+            lines.append(f"{where}{name} at its lower bound 0 (the term is off)")
+        else:
+            lines.append(f"{where}{name} at its {side} bound {b:.4g}")
     return tuple(lines)
 
 

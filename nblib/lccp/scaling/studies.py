@@ -15,42 +15,50 @@ import numpy as np
 import pandas as pd
 
 from .bootstrap import bootstrap
-from .fit import FitResult, HoldoutResult, fit_fixed_model_law, holdout_eval
+from .fit import FitResult, HoldoutResult, fit_fixed_model_law, holdout_eval, params_at_bound
 from .laws import VARIANTS
 from .metrics import ape_log
 from .varpro import fit_varpro
 
 
-def holdout_evals(table: pd.DataFrame, splits: dict, law: str = "additive") -> dict[str, HoldoutResult]:
-    """{split name: holdout_eval(table, train, test, law)} for splits {name: (train, test)}."""
-    return {name: holdout_eval(table, tr, te, law=law) for name, (tr, te) in splits.items()}
+def holdout_evals(table: pd.DataFrame, splits: dict, law: str = "additive", **fit_kwargs) -> dict[str, HoldoutResult]:
+    """{split name: holdout_eval(table, train, test, law)} for splits {name: (train, test)};
+    fit_kwargs go to fit_law (e.g. method)."""
+    return {name: holdout_eval(table, tr, te, law=law, **fit_kwargs) for name, (tr, te) in splits.items()}
 
 
-def parameter_table(table: pd.DataFrame, splits: dict, n_boot: int, seed: int = 0) -> pd.DataFrame:
+def parameter_table(table: pd.DataFrame, splits: dict, n_boot: int, seed: int = 0, **fit_kwargs) -> pd.DataFrame:
     """Table 11: for each split's training scales, every parameter of Eq. 1 in absolute units
-    with its case-resampling bootstrap 95% interval and the VarPro estimate beside it."""
+    with its case-resampling bootstrap 95% interval and the VarPro estimate beside it, which
+    estimates sit on a bound of the search (fit.params_at_bound), and how many refits have
+    any parameter on a bound. fit_kwargs go to bootstrap and fit_law (e.g. method, workers)."""
     rows = []
     for tr, _ in splits.values():
         train_rows = table[table.scale.isin(tr)]
-        iv = bootstrap(train_rows, "additive", n_boot=n_boot, seed=seed).intervals(absolute=True)
+        bs = bootstrap(train_rows, "additive", n_boot=n_boot, seed=seed, **fit_kwargs)
+        iv = bs.intervals(absolute=True)
         vp = fit_varpro(train_rows).absolute_params()
+        bound = {name: side for name, side, _ in params_at_bound(bs.fit.law, bs.fit.theta)}
         for param, r in iv.iterrows():
             rows.append({"fit": f"LD ({', '.join(tr)})", "param": param, "estimate": r.iloc[0], "95% lo": r.iloc[1],
-                         "95% hi": r.iloc[2], "VarPro": vp[param]})
+                         "95% hi": r.iloc[2], "VarPro": vp[param], "estimate at bound": bound.get(param, ""),
+                         "refits at a bound": f"{bs.n_at_bound}/{n_boot}"})
     return pd.DataFrame(rows)
 
 
 def variant_ablation(table: pd.DataFrame, splits: dict, paper: dict | None = None,
-                     variants=VARIANTS) -> pd.DataFrame:
+                     variants=VARIANTS, **fit_kwargs) -> pd.DataFrame:
     """Tables 3 and 4: held-out R² and MAPE of every formulation on every split, with the
     paper's four numbers (S4 R², S4 MAPE, S5 R², S5 MAPE) beside them where `paper` has
-    the variant. splits: {column label: (train scales, test scales)}."""
+    the variant. splits: {column label: (train scales, test scales)}; fit_kwargs go to
+    fit_law. The `objective` columns hold each fit's App. A.5 objective on its training split."""
     rows = []
     for variant in variants:
         row = {"variant": variant}
         for label, (tr, te) in splits.items():
-            res = holdout_eval(table, tr, te, law=variant)
+            res = holdout_eval(table, tr, te, law=variant, **fit_kwargs)
             row[f"{label} R²"], row[f"{label} MAPE %"] = res.r2, res.mape
+            row[f"{label} objective"] = res.fit.objective
         pv = (paper or {}).get(variant)
         if pv:
             row.update({"paper S4 R²": pv[0], "paper S4 MAPE %": pv[1], "paper S5 R²": pv[2], "paper S5 MAPE %": pv[3]})
@@ -58,13 +66,15 @@ def variant_ablation(table: pd.DataFrame, splits: dict, paper: dict | None = Non
     return pd.DataFrame(rows)
 
 
-def prefix_forecast(dl, y, dl_mult, prefixes, min_points: int = 4) -> tuple[pd.DataFrame, dict[float, FitResult]]:
+def prefix_forecast(dl, y, dl_mult, prefixes, min_points: int = 4,
+                    **fit_kwargs) -> tuple[pd.DataFrame, dict[float, FitResult]]:
     """Fig. 6: fit Eq. 2, log(LongPPL) = Bl Dl^-beta_l + C', on the points with
     dl_mult <= each prefix and score it on every later point.
 
     dl (tokens), y (log LongPPL) and dl_mult (Dl/N) are one trajectory, sorted by Dl. A prefix
     with fewer than `min_points` points, or with nothing after it, is skipped. Returns the
-    error table (MAPE in log space, max APE, final-LongPPL error, beta_l) and the fits.
+    error table (MAPE in log space, max APE, final-LongPPL error, beta_l) and the fits;
+    fit_kwargs go to fit_fixed_model_law.
     """
     dl, y, dl_mult = (np.asarray(a, dtype=float) for a in (dl, y, dl_mult))
     rows, fits = [], {}
@@ -72,7 +82,7 @@ def prefix_forecast(dl, y, dl_mult, prefixes, min_points: int = 4) -> tuple[pd.D
         inside = dl_mult <= pm + 1e-9
         if inside.sum() < min_points or (~inside).sum() == 0:
             continue
-        f = fit_fixed_model_law(dl[inside], y[inside])
+        f = fit_fixed_model_law(dl[inside], y[inside], **fit_kwargs)
         pred = f.predict(Dl=dl[~inside])
         ape = ape_log(y[~inside], pred)
         fits[pm] = f

@@ -16,11 +16,12 @@ from scipy.optimize import least_squares, nnls
 from threadpoolctl import threadpool_limits
 
 from .fit import F_SCALE, FitResult, Objective
+from .profile import EXP_FLOOR
 from .laws import VARIANTS
 from .metrics import mape_log, r2_log
 from .table import check_table, table_inputs, table_target
 
-EXPONENT_GRID = tuple(np.linspace(0.02, 1.5, 20))
+EXPONENT_GRID = tuple(np.linspace(0.02, 1.5, 20))  # the least-squares grid (fit_law's is its own)
 
 
 def fit_varpro(table: pd.DataFrame, *, alpha_grid=EXPONENT_GRID, beta_s_grid=EXPONENT_GRID,
@@ -63,11 +64,12 @@ def _varpro(law, x, y, alpha_grid, beta_s_grid, beta_l_grid, f_scale, n_refine) 
     bounds = law.bounds_internal()
     lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
     hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
+    lo[[1, 3, 5]] = EXP_FLOOR  # as fit_law: below it an exponent's term is collinear with C
     best = np.clip(theta_of(scored[0]), lo, hi)
     for s in scored[:n_refine]:
         res = least_squares(lambda t: law.fn(tuple(t), x) - y, np.clip(theta_of(s), lo, hi),
                             bounds=(lo, hi), loss="huber", f_scale=f_scale, method="trf",
-                            x_scale="jac", ftol=1e-14, xtol=1e-14, gtol=1e-14, max_nfev=5000)
+                            x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=1000)
         if obj(res.x) < obj(best):
             best = res.x
     return best
