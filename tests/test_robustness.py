@@ -355,17 +355,19 @@ def test_leftovers_of_killed_writes_are_removed_on_the_next_start(trained, tmp_p
 
 def test_killed_checkpoint_write_then_restart_leaves_no_temporary_folder(tmp_path):
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps(good_config(steps=400, every=2)))
+    # a checkpoint every 2 steps: 30 chances to catch one being assembled (the restart then
+    # trains what is left and writes the rest, so fewer steps make the test shorter)
+    cfg.write_text(json.dumps(good_config(steps=60, every=2)))
     root = tmp_path / "runs"
     p = subprocess.Popen([sys.executable, "-m", "nblib.training.train", str(cfg), "--run-root", str(root), "--no-progress"],
                          env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(root.glob("*/ckpt/.step_*.tmp-*")):
+    deadline, caught = time.time() + 120, []
+    while time.time() < deadline and not (caught := list(root.glob("*/ckpt/.step_*.tmp-*"))) and p.poll() is None:
         time.sleep(0.002)  # kill while a checkpoint folder is being assembled
     p.kill()
     p.wait()
-    code, _, err = run_module("nblib.training.train", cfg, "--run-root", root, "--no-progress")
-    assert code == 0, err
+    assert caught, "no checkpoint write was caught before the trainer finished; give it more steps"
+    assert call_cli(T.main, [str(cfg), "--run-root", str(root), "--no-progress"]) == 0
     assert list(root.glob("*/ckpt/.step_*")) == [] and list(root.glob("*/.*.tmp")) == []
 
 
@@ -413,7 +415,15 @@ def test_merge_cli_inputs_and_outputs(trained, tmp_path):
 
 # --------------------------------------------------------------------------- monitor CLI
 
-def test_monitor_cli_errors(trained, tmp_path):
+def test_monitor_cli_errors(trained, tmp_path, capsys):
+    # in this process through the CLI's one error path: `python -m nblib.lccp.monitor` is
+    # run_cli(main) too, and a subprocess per case only added its start-up time
+    from nblib.lccp import monitor
+
+    def monitor_cli(*args):
+        code = call_cli(monitor.main, [str(a) for a in args])
+        return code, capsys.readouterr().err
+
     run = copy_run(trained, tmp_path / "store")
     folder = tmp_path / "plain"
     folder.mkdir()
@@ -422,19 +432,19 @@ def test_monitor_cli_errors(trained, tmp_path):
     mc = tmp_path / "model.json"
     mc.write_text(json.dumps(MODEL))
     common = ["--model-config", mc, "--tokens-per-step", 128, "--eval-every", 1]
-    code, _, err = run_module("nblib.lccp.monitor", folder, *common, "--budget", "huge", "--run-root", run.path.parent)
+    code, err = monitor_cli(folder, *common, "--budget", "huge", "--run-root", run.path.parent)
     assert_user_error(code, err, "budget='huge'", "smoke, toy, full")
-    code, _, err = run_module("nblib.lccp.monitor", folder, *common, "--budget", "smoke", "--run-root", tmp_path / "empty")
+    code, err = monitor_cli(folder, *common, "--budget", "smoke", "--run-root", tmp_path / "empty")
     assert_user_error(code, err, "no LongPPL reference for budget 'smoke'", "--train-reference")
     assert not (tmp_path / "empty").exists() or not list((tmp_path / "empty").glob("*/ckpt"))
     other = tmp_path / "other.json"
     other.write_text(json.dumps({**MODEL, "d_model": 24}))
-    code, _, err = run_module("nblib.lccp.monitor", folder, "--model-config", other, "--tokens-per-step", 128,
-                              "--eval-every", 1, "--budget", "smoke", "--train-reference", "--run-root", tmp_path / "s")
+    code, err = monitor_cli(folder, "--model-config", other, "--tokens-per-step", 128, "--eval-every", 1,
+                            "--budget", "smoke", "--train-reference", "--run-root", tmp_path / "s")
     assert_user_error(code, err, "not weights of the --model-config model")
     first = sorted(folder.iterdir())[0]
     first.write_bytes(first.read_bytes()[:-50])
-    code, _, err = run_module("nblib.lccp.monitor", folder, *common, "--budget", "smoke", "--run-root", tmp_path / "s")
+    code, err = monitor_cli(folder, *common, "--budget", "smoke", "--run-root", tmp_path / "s")
     assert_user_error(code, err, str(first))
 
 
