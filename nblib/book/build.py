@@ -546,9 +546,12 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
         pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
                             parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
     print("[book] nbval-lax over the smoke-parameterised notebooks", flush=True)
+    t0 = time.time()
     # one notebook per worker process, every core busy (the runs are already in the store)
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto",
-                            "--dist", "loadfile", "--nbval-lax", str(nbval_dir)], cwd=out_dir)
+    rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto",
+                          "--dist", "loadfile", "--nbval-lax", str(nbval_dir)], cwd=out_dir)
+    print(f"[book] nbval-lax: {'passed' if rc == 0 else 'FAILED'} in {time.time() - t0:.1f} s", flush=True)
+    return rc
 
 
 def main(argv=None) -> int:
