@@ -658,19 +658,33 @@ def _fake_chapter(name, budget, out_dir, params, env):
     return {"chapter": name, "status": "ok", "wall_s": round(time.time() - t0, 1), "error": None}
 
 
-def test_chapters_run_two_at_a_time_in_book_order_and_a_dead_worker_is_a_failed_chapter(tmp_path):
+def test_chapters_run_two_at_a_time_after_those_they_need_and_a_dead_worker_is_a_failed_chapter(tmp_path):
     from nblib.book import build
 
-    names = ["01_a", "02_b", "03_broken", "04_d"]
-    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter)
+    names = ["01_a", "02_b", "03_broken", "04_d", "05_e"]
+    needs = {"04_d": ("02_b", "03_broken"), "05_e": ("04_d", "09_not_run")}
+    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter, needs=needs)
     assert [t["chapter"] for t in times] == names
-    assert [t["status"] for t in times] == ["ok", "ok", "failed", "ok"]
+    assert [t["status"] for t in times] == ["ok", "ok", "failed", "ok", "ok"]
     assert "worker process failed: OSError: the worker died" in times[2]["error"]
-    rec = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in ("01_a", "02_b", "04_d")}
+    rec = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in ("01_a", "02_b", "04_d", "05_e")}
     assert rec["01_a"]["pid"] != rec["02_b"]["pid"] and os.getpid() not in {r["pid"] for r in rec.values()}
     assert rec["01_a"]["t0"] < rec["02_b"]["t1"] and rec["02_b"]["t0"] < rec["01_a"]["t1"]  # at the same time
+    # a chapter starts after the chapters it needs have ended (a failed one too)
+    assert rec["04_d"]["t0"] >= rec["02_b"]["t1"] and rec["05_e"]["t0"] >= rec["04_d"]["t1"]
     share = str(max(1, (os.cpu_count() or 1) // 2))  # each kernel trains with its share of the cores
     assert rec["01_a"]["env"] == {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
+    with pytest.raises(RuntimeError, match="wait for each other"):
+        build.execute_all(["01_a", "02_b"], "smoke", tmp_path, jobs=2, worker=_fake_chapter,
+                          needs={"01_a": ("02_b",), "02_b": ("01_a",)})
+
+
+def test_every_chapter_a_chapter_needs_comes_before_it():
+    from nblib.book import build
+
+    names = build.chapters()
+    for n, before in build.CHAPTER_NEEDS.items():
+        assert n in names and all(b in names and names.index(b) < names.index(n) for b in before), (n, before)
 
 
 def test_book_jobs_and_prefixed_logs(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import jupytext
@@ -434,37 +434,62 @@ def _execute_in_worker(name: str, budget: str, out_dir: Path, params: dict | Non
     return execute(name, budget, out_dir, params, env=env)
 
 
+# Chapters that read runs another chapter trains: each waits until those have finished when
+# chapters run at the same time. Reading a run another process is still training is safe (the
+# run store's lock makes the reader wait), but the lock's "waiting for it" lines would land on
+# the reader's page, among its progress bars.
+CHAPTER_NEEDS = {
+    "03_scaling_law": ("02_setup",),  # the LongPPL reference
+    "04_constant_last4": ("03_scaling_law",),  # the short stages and the Linear-Decay grid
+    "05_downstream": ("04_constant_last4",),  # the S5 Constant trajectory
+    **{n: ("06_models_ab",) for n in ("07_kv_cache", "08_position", "09_yarn", "10_attention")},  # Models A, B
+}
+
+
 def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | None = None, jobs: int = 1,
-                worker=None) -> list[dict]:
+                worker=None, needs: dict | None = None) -> list[dict]:
     """Execute chapters, `jobs` at a time; return their records in the order of `names`.
 
-    Chapters that run at the same time may need the same run (chapter 5 reads chapter 4's S5
-    trajectory, chapters 7-10 read chapter 6's Models A and B): the run store's per-run lock
-    makes the second one wait for the first to finish it and then read it, never train it
-    twice (`nblib.training.runner.get_or_run`); every shared cache is written atomically.
-    Chapters are handed out in book order, so a chapter usually finds the runs of the
-    chapters before it finished or in training. Each chapter's kernel gets an equal share of
-    the cores for its training workers and threads ($NBLIB_WORKERS, $OMP_NUM_THREADS), so
-    two chapters on two cores train one run each instead of four at once. `worker`: what
-    runs one chapter in a pool process (default `_execute_in_worker`; tests pass a stand-in).
+    A chapter starts once the chapters it reads runs from (`needs`, default CHAPTER_NEEDS,
+    those among `names`) have ended, whether or not they succeeded; otherwise chapters start
+    in book order. So chapter 5 never reads chapter 4's S5 trajectory while chapter 4 is
+    training it, and Part 2 runs beside Part 1. Were two chapters to need the same run at
+    once anyway, the run store's per-run lock makes the second wait for the first to finish
+    it and then read it, never train it twice (`nblib.training.runner.get_or_run`); every
+    shared cache is written atomically. Each chapter's kernel gets an equal share of the
+    cores for its training workers and threads ($NBLIB_WORKERS, $OMP_NUM_THREADS), so two
+    chapters on two cores train one run each instead of four at once. `worker`: what runs
+    one chapter in a pool process (default `_execute_in_worker`; tests pass a stand-in).
     """
     jobs = max(1, min(jobs, len(names)))
     if jobs == 1:
         return [execute(n, budget, out_dir, params) for n in names]
+    needs = CHAPTER_NEEDS if needs is None else needs
+    waits = {n: set(needs.get(n, ())) & set(names) for n in names}
     share = str(max(1, (os.cpu_count() or 1) // jobs))
     env = {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
-    print(f"[book] {len(names)} chapters, {jobs} at a time; each chapter's cell outputs go to "
+    print(f"[book] {len(names)} chapters, up to {jobs} at a time; each chapter's cell outputs go to "
           f"{out_dir / 'logs'}/<chapter>.log and, prefixed with [chapter], here", flush=True)
+    done: dict = {}
+    running: dict = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        futs = {n: pool.submit(worker or _execute_in_worker, n, budget, out_dir, params, env) for n in names}
-        times = []
-        for n, fut in futs.items():
-            try:
-                times.append(fut.result())
-            except Exception as e:  # the worker itself died (execute catches a chapter's own errors)
-                times.append({"chapter": n, "status": "failed", "wall_s": 0.0,
-                              "error": f"worker process failed: {type(e).__name__}: {e}"})
-    return times
+        while len(done) < len(names):
+            for n in names:
+                if len(running) >= jobs:
+                    break
+                if n not in done and n not in running.values() and waits[n] <= set(done):
+                    running[pool.submit(worker or _execute_in_worker, n, budget, out_dir, params, env)] = n
+            if not running:
+                raise RuntimeError(f"chapters that wait for each other: {sorted(set(names) - set(done))}")
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                n = running.pop(fut)
+                try:
+                    done[n] = fut.result()
+                except Exception as e:  # the worker itself died (execute catches a chapter's own errors)
+                    done[n] = {"chapter": n, "status": "failed", "wall_s": 0.0,
+                               "error": f"worker process failed: {type(e).__name__}: {e}"}
+    return [done[n] for n in names]
 
 
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
