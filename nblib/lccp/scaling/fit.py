@@ -354,7 +354,7 @@ def fit_law(table: pd.DataFrame, law: str | Law = "additive", *, f_scale: float 
     beta of the combined/effective-data laws has no slice threshold), beta_bar = median slice
     exponent of THIS table (pass the training split only); slice medians join the start grid.
     method="profile" (default): the linear params solved exactly on a dense grid of the others,
-    L-BFGS-B from the best `n_starts` (default 6) local minima of the grid; start: an internal vector to
+    L-BFGS-B from the best `n_starts` (default 12) local minima of the grid; start: an internal vector to
     polish from instead of the grid (bootstrap refits). method="multistart": the first
     implementation (module doc). Parameters on a bound are listed in FitResult.at_bound.
     beta_bar: override the slice thresholds ({"beta_s": .., "beta_l": ..}; None entries off).

@@ -35,7 +35,7 @@ from .laws import LOG_BOUND, Inputs, Law
 EXP_FLOOR = 1e-3  # smallest exponent searched: below it, n^-a ~ 1 - a ln n is collinear with C
 GRID_POINTS = 4096  # target size of the phi grid
 GRID_ITER = 8  # inner iterations when ranking the grid (the polish solves exactly)
-POLISH_STARTS = 6  # L-BFGS-B runs on the profile, from the best local minima of the grid
+POLISH_STARTS = 12  # short L-BFGS-B runs on the profile, from the best local minima of the grid
 FD_STEP = 1e-6  # relative central-difference step on phi
 _RIDGE = 1e-13  # relative Tikhonov term keeping a singular normal matrix solvable
 
@@ -271,7 +271,7 @@ class Separable:
                 exp_names.append(p.name)
         if self.law.pair:
             name = self.phi_names[-1]
-            fixed_axes[name] = list(overrides.get(name, np.linspace(-8.0, 8.0, 9)))
+            fixed_axes[name] = list(overrides.get(name, np.linspace(-40.0, 40.0, 11)))  # amplitudes span e^+-30
         other = int(np.prod([len(v) for v in fixed_axes.values()])) if fixed_axes else 1
         n_e = int(np.clip((points / other) ** (1 / max(len(exp_names), 1)), 5, 64)) if exp_names else 0
         axes = []
@@ -388,8 +388,10 @@ def polish(profile: Profile, starts: np.ndarray) -> tuple[np.ndarray, float]:
 
 def grid_starts(profile: Profile, axes: list[np.ndarray], k: int) -> np.ndarray:
     """Polish starts from the grid axes x axes x ...: the k best local minima of P on the grid
-    (a point no higher than its 3^q - 1 neighbours; one start per basin), topped up with the
-    best other grid points when there are fewer than k. Best first."""
+    (a point no higher than its 3^q - 1 neighbours; one start per basin, one per plateau of
+    equal values), topped up with the best other grid points when there are fewer than k,
+    then the best point on each of the
+    grid's 2q faces. Best first, no repeats."""
     from scipy.ndimage import minimum_filter
 
     points = np.array(list(itertools.product(*axes)), dtype=float)
@@ -401,4 +403,18 @@ def grid_starts(profile: Profile, axes: list[np.ndarray], k: int) -> np.ndarray:
     is_min = (V == minimum_filter(V, size=3, mode="nearest")).ravel() & np.isfinite(vals)
     order = np.argsort(vals, kind="stable")
     ranked = [i for i in order if is_min[i]] + [i for i in order if not is_min[i] and np.isfinite(vals[i])]
-    return points[ranked[:max(k, 1)]]
+    chosen, seen = [], []
+    for i in ranked:  # one start per plateau: minima of equal value (a term switched off) are one basin
+        if len(chosen) == max(k, 1):
+            break
+        if not any(abs(vals[i] - v) <= 1e-9 * abs(v) for v in seen):
+            chosen.append(i)
+            seen.append(vals[i])
+    # optima on a face of the box (an exponent at 3, say) are common on small tables and their
+    # basins need not show as grid minima: add the best grid point on each face
+    for j, a in enumerate(axes):
+        for end in (a[0], a[-1]):
+            on_face = np.flatnonzero((points[:, j] == end) & np.isfinite(vals))
+            if on_face.size:
+                chosen.append(on_face[np.argmin(vals[on_face])])
+    return points[list(dict.fromkeys(chosen))]
