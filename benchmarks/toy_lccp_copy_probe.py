@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from toy_lr_batch_probe import probe_config  # noqa: E402
 
+from nblib.budgets import LLAMA_VARIANTS  # noqa: E402
 from nblib.data import corpus_identity, get_tokenizer  # noqa: E402
 from nblib.metrics.probes import copy_gain  # noqa: E402
 from nblib.store.atomic import append_jsonl  # noqa: E402
@@ -51,6 +52,11 @@ def main(argv=None):
     p.add_argument("--parent-batch", type=int, default=16)
     p.add_argument("--parent-lr", type=float, default=5e-3)
     p.add_argument("--parent-tokens", type=int, default=12_000_000)
+    p.add_argument("--parent-ff", type=int, default=0, help="the parent's SwiGLU width (0: its default)")
+    p.add_argument("--parent-seed", type=int, default=0)
+    p.add_argument("--parent-warmup", type=int, default=40)
+    p.add_argument("--parent-variant", default="plain", choices=sorted(LLAMA_VARIANTS),
+                   help="the parent's Llama variant (nblib.budgets.LLAMA_VARIANTS)")
     p.add_argument("--parent-at", type=float, nargs="+", default=[0.0625, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
                    help="the parent probe's --at (its checkpoint steps are part of its config)")
     p.add_argument("--seq-len", type=int, default=128, help="the short context")
@@ -65,9 +71,10 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     tok = get_tokenizer(a.tokenizer)
     store = RunStore(a.run_root)
-    shape = argparse.Namespace(d=a.parent_d, layers=a.parent_layers, heads=a.parent_heads, kv=a.parent_kv, ff=0,
-                               seq_len=a.seq_len, tokens=a.parent_tokens, at=a.parent_at, warmup=40, seed=0,
-                               tokenizer=a.tokenizer, copy_fraction=0.0)
+    shape = argparse.Namespace(d=a.parent_d, layers=a.parent_layers, heads=a.parent_heads, kv=a.parent_kv,
+                               ff=a.parent_ff, seq_len=a.seq_len, tokens=a.parent_tokens, at=a.parent_at,
+                               warmup=a.parent_warmup, seed=a.parent_seed, tokenizer=a.tokenizer, copy_fraction=0.0,
+                               variant=a.parent_variant)
     parent_cfg = probe_config(shape, a.parent_batch, a.parent_lr, tok)
     parent = store.run(parent_cfg)
     if not parent.is_complete():
@@ -83,7 +90,8 @@ def main(argv=None):
         schedule={"kind": "constant", "lr": a.parent_lr / 10}, n_tokens=steps[-1] * tps, batch_size=a.batch,
         seed=0, budget="toy", ckpt_steps=tuple(steps[:-1]), keep_optimizer="last",
         init={"run": parent_cfg.hash, "step": parent_cfg.total_steps, "mode": "weights", "rope_base": a.rope_base},
-        label=f"lccp copy probe d{a.parent_d}L{a.parent_layers}")
+        label=f"lccp copy probe d{a.parent_d}L{a.parent_layers}"
+              + (f" {a.parent_variant}" if a.parent_variant != "plain" else ""))
     before = parent.load_model()
     before.set_rope_base(a.rope_base)  # ABF on the old weights: the zero-shot starting point
     points = [{"step": 0, "tokens": 0, "copy_gain": gains(before, tok, a.seq_len)}]
@@ -94,7 +102,7 @@ def main(argv=None):
         m = run.load_model("final" if s == cfg.total_steps else s)
         points.append({"step": s, "tokens": s * tps, "copy_gain": gains(m, tok, a.seq_len)})
     out = {"name": a.name, "parent": parent_cfg.label, "parent_run": parent_cfg.hash, "d": a.parent_d,
-           "layers": a.parent_layers, "short_seq_len": a.seq_len, "long_seq_len": long_len, "batch": a.batch,
+           "layers": a.parent_layers, "heads": a.parent_heads, "variant": a.parent_variant, "parent_seed": a.parent_seed, "short_seq_len": a.seq_len, "long_seq_len": long_len, "batch": a.batch,
            "lr": a.parent_lr / 10, "rope_base": a.rope_base, "n_params": before.n_params(non_embedding=True),
            "wall_s": round(wall, 1), "run": cfg.hash, "points": points}
     print(json.dumps(out), flush=True)

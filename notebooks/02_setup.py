@@ -201,6 +201,8 @@ ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
 # `benchmarks/toy_lccp_copy_probe.py` continues the d64 ladder run the way the grid's LCCP
 # does (RoPE base 1e4 -> 5e5, 1,024-token sequences of the length mixture, LR a tenth of the
 # short stage's, constant) and measures the copy gain at 32, 128, 256 and 512 tokens back.
+# The smeared rows continue the 2-layer smeared-key runs of the ablation below (d32 with
+# seeds 0 and 1, d48; 2M short-stage tokens at batch 32 x 128 and LR 1e-2) the same way.
 
 # %%
 lccp_copy = toy_design.lccp_copy_table(

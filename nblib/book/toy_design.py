@@ -91,13 +91,17 @@ def lr_batch_findings(summary: pd.DataFrame, threshold: float = COPY_THRESHOLD) 
 
 
 def lccp_copy_table(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per (parent shape, LCCP tokens) of `benchmarks/toy_lccp_copy_probe.py`: the
+    """One row per (parent shape, variant, seed; LCCP tokens) of `benchmarks/toy_lccp_copy_probe.py`: the
     random-segment copy gain at each measured distance, in short contexts (0 tokens: the
     parent's weights with the LCCP RoPE base, before any LCCP step)."""
     rows = []
     for r in records.itertuples(index=False):
         for p in r.points:
-            row = {"parent": f"d{r.d} x {r.layers} layers", "N (non-emb.)": r.n_params, "LCCP context": r.long_seq_len,
+            variant = getattr(r, "variant", None)
+            seed = getattr(r, "parent_seed", None)
+            parent = (f"d{r.d} x {r.layers} layers" + (f", {variant}" if isinstance(variant, str) and variant != "plain" else "")
+                      + (f", seed {int(seed)}" if isinstance(seed, (int, float)) and seed == seed and seed > 0 else ""))
+            row = {"parent": parent, "N (non-emb.)": r.n_params, "LCCP context": r.long_seq_len,
                    "RoPE base": r.rope_base, "LCCP tokens": p["tokens"], "LCCP steps": p["step"]}
             for dist, g in sorted(p["copy_gain"].items(), key=lambda kv: int(kv[0])):
                 row[f"copy gain @{int(dist)}"] = g
