@@ -25,7 +25,6 @@ full fit and the refits timed with both).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -147,7 +146,7 @@ def chapter4(rows: list, b, old_boot: int) -> None:
 def markdown(res: dict) -> str:
     df = pd.DataFrame(res["items"])
     by = df.groupby("chapter")[["fits", "old_s", "new_s"]].sum()
-    lines = [f"# Scaling-law fits: old (multistart L-BFGS-B) against new (variable projection)\n",
+    lines = ["# Scaling-law fits: old (multistart L-BFGS-B) against new (variable projection)\n",
              f"{res['machine']}; one process. Totals: old {res['total_s']['old']:.1f} s, new "
              f"{res['total_s']['new']:.1f} s ({res['total_s']['old'] / res['total_s']['new']:.1f}x).\n",
              "| chapter | fits | old (s) | new (s) |", "|---|---|---|---|"]
