@@ -5,10 +5,11 @@ non-embedding N of 31.47M, 60.84M, 104.42M, 245.42M and 821.15M; Ds/N in {90..45
 Dl/N in {10..50}; S5's 9 diagonal/off-diagonal configurations and its 120N trajectory;
 4K / 32K / 128K contexts with RoPE bases 1e4 / 5e5 / 5e6; batch sizes and learning rates.
 
-`toy` and `smoke` carry scaled-down analogues: small models (BPE tokens at toy, bytes at
-smoke) with a compressed span of N (about 7x instead of 26x), contexts 32 / 256 / 1024
-tokens (the paper's 8x and 4x steps), and token multiples scaled by `multiple_scale` so the
-whole grid trains on two CPU cores.
+`toy` and `smoke` carry scaled-down analogues that train on two CPU cores. `toy`: 2-layer
+smeared-key models on BPE tokens with a compressed span of N (14x instead of 26x), contexts
+128 / 1,024 / 4,096 tokens (the paper's 8x and 4x steps), a 3 x 3 grid of the paper's first
+three Ds and Dl multiples counted in S1's N at every scale (`token_unit`). `smoke`: bytes,
+token multiples scaled by `multiple_scale`, every code path in seconds.
 
 Every chapter validates its papermill parameters through `get_budget` / `get_scale`, so a
 wrong value fails at once with the allowed values listed.
@@ -53,7 +54,7 @@ class ScaleSpec:
     model: dict
     batch_short: int
     batch_long: int
-    lr: float  # stable LR of the short-context WSD stage; LCCP starts at lr/10 (App. A.3)
+    lr: float  # stable LR of the short-context WSD stage; LCCP starts at lr * Budget.lccp_lr_frac (App. A.3: lr/10)
     warmup_steps: int
     paper_n_params: float
 
@@ -202,6 +203,14 @@ class Budget:
     post_training_points: int | None = None
     post_training_samples: int | None = None
     n_boot: int = 100  # bootstrap refits behind parameter and prediction intervals
+    # LCCP's starting LR as a fraction of the short stage's stable LR. The paper starts at the
+    # 4K stage's terminal LR, a tenth (App. A.3, Table 7); toy measures its own (chapter 2).
+    lccp_lr_frac: float = 0.1
+    # What a token multiple (Ds/N, Dl/N, checkpoint spacing) multiplies: None, each scale's own
+    # non-embedding N (the paper's grid, §3.1); a scale name, that scale's N at every scale, so
+    # every scale trains on the same token counts (toy: copying sets in after a roughly constant
+    # number of tokens, whatever the width, so the smallest scale's N sizes the grid).
+    token_unit: str | None = None
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
 
@@ -209,8 +218,19 @@ class Budget:
         return self.scales[check_scale(name)]
 
     def n_tokens(self, scale: str, multiple: float) -> int:
-        """Tokens for a budget given as a multiple of the scale's non-embedding N."""
-        return int(round(multiple * self.n_params(scale)))
+        """Tokens for a budget given as a multiple of the token unit: the scale's own
+        non-embedding N, or the N of the scale named by `token_unit`."""
+        return int(round(multiple * self.n_params(self.token_unit or scale)))
+
+    def lccp_lr(self, scale: str) -> float:
+        """LCCP's starting LR at `scale`: the short stage's stable LR times `lccp_lr_frac`."""
+        return self.scale(scale).lr * self.lccp_lr_frac
+
+    @property
+    def unit(self) -> str:
+        """How a token multiple is written in labels: "N", or e.g. "N(S1)" when every scale
+        counts its tokens in S1's N (`token_unit`)."""
+        return f"N({self.token_unit})" if self.token_unit else "N"
 
     def n_params(self, scale: str) -> int:
         """Non-embedding N of a scale at this budget (computed from the architecture)."""
@@ -283,68 +303,60 @@ def _full() -> Budget:
 
 
 def _toy() -> Budget:
-    # Chapter 2's "toy budget" section gives the measurements behind each choice
-    # (benchmarks/results/toy_design_probe.jsonl):
+    # Chapter 2's "toy budget" sections give the measurements behind each choice
+    # (benchmarks/results/toy_lr_batch_probe.jsonl, toy_lccp_copy_probe.jsonl,
+    # toy_smear_ablation.jsonl):
     # - Tokens are a 1,024-entry byte-level BPE trained on the stdlib train split
-    #   (nblib.data.bpe, pinned in data/tokenizers/): 2.6 characters a token, so the 256-token
-    #   LCCP context spans about 660 characters of code instead of 256 (the loss gain from
-    #   the first chunk to the last half per position is similar: 0.20 nats/token, 0.14/byte).
-    # - Embeddings are tied: in a pure repeated-segment probe (600 steps) tying doubled to
-    #   quadrupled the copy gain of untied models, whose head must otherwise learn a
-    #   1,024-way identity map by itself. N (non-embedding) is unchanged by tying.
-    # - Every scale has two layers (induction needs two) and head size >= 16; the span of N
-    #   is compressed from the paper's 26x to about 7x (S1 18.6K .. S5 131K) so that S1 is
-    #   not a one-head 7K-parameter model; the fits use the realized N.
-    # - Token multiples are a tenth of the paper's (Ds 9N..45N, Dl 1N..5N) so the grid's
-    #   48M training tokens fit two CPU cores; one 256-token LCCP sequence per step (two at
-    #   S5) keeps optimizer steps high, LR 2e-2 (LCCP at 2e-3) as measured at byte level.
-    # - Every scale has smeared keys (LLAMA_VARIANTS; Olsson et al. 2022): the plain Llama at
-    #   these widths never learned to copy within the toy's tokens, the smeared one does within
-    #   2M tokens (chapter 2's ablation, benchmarks/results/toy_smear_ablation.jsonl). This is
-    #   the toy's one departure from the paper's architecture; `full` keeps the plain Llama.
-    #   The LongPPL reference stays plain: its copying comes from the cache model mixed in
-    #   (nblib.metrics.copy), calibrated on it, and it stands in for the paper's Llama-3.1-8B.
-    v, ml = 1024, 4096
-    k = 0.1
-    lr = 2e-2
-    scales = {
-        "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=32, layers=2, heads=2, kv=1, ff=64, max_len=ml, tie=True,
-                                               variant="smeared"),
-                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S1"]),
-        "S2": ScaleSpec(name="S2", model=_llama(vocab=v, d=40, layers=2, heads=2, kv=1, ff=96, max_len=ml, tie=True,
-                                               variant="smeared"),
-                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S2"]),
-        "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=48, layers=2, heads=2, kv=1, ff=128, max_len=ml, tie=True,
-                                               variant="smeared"),
-                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S3"]),
-        "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=64, layers=2, heads=2, kv=1, ff=160, max_len=ml, tie=True,
-                                               variant="smeared"),
-                    batch_short=8, batch_long=1, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S4"]),
-        "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=80, layers=2, heads=2, kv=1, ff=192, max_len=ml, tie=True,
-                                               variant="smeared"),
-                    batch_short=16, batch_long=2, lr=lr, warmup_steps=40, paper_n_params=PAPER_N["S5"]),
-    }
+    #   (nblib.data.bpe, pinned in data/tokenizers/): 2.6 characters a token.
+    # - Contexts 128 / 1,024 / 4,096 tokens: the paper's 8x LCCP and 4x extension steps over a
+    #   short context long enough for a 2-layer model to learn copying inside it.
+    # - Every scale has two layers, one KV head, heads of at least 32 dimensions and smeared keys
+    #   (LLAMA_VARIANTS; Olsson et al. 2022): the one departure from the paper's architecture,
+    #   which `full` does not make. With smeared keys one attention layer copies; heads of 32
+    #   carry the copying to twice the short context after LCCP (2.1-2.8 nats at 256 tokens
+    #   back at d32 and d64), heads of 16 barely (0.9-1.2). Embeddings are tied. The span of N
+    #   is compressed from the paper's 26x to 14x (S1 23.7K .. S5 340K non-embedding).
+    # - Token multiples are the paper's (Ds 90..270, Dl 10..30, 3 x 3 of its 5 x 5) in units of
+    #   S1's N at every scale (`token_unit`): copying sets in after about 1M tokens whatever the
+    #   width, so S1's smallest Ds (2.1M tokens) sits past the onset, and larger scales train
+    #   on the same token counts instead of 14x more. The fits use realized tokens.
+    # - 32 x 128 tokens per step at LR 1e-2 (the best of five batch/LR settings at d32). LCCP on
+    #   2 x 1,024 tokens per step, half the short stage's tokens per step (the paper keeps them
+    #   equal) so that the smallest Dl still takes 115 steps, at 3% of the short stage's LR
+    #   (the paper: 10%): at 10%, LongPPL bottomed out after 6-8 N(S1) of constant-LR LCCP and
+    #   rose again while ShortPPL kept falling (S1, S3, S4); at 3% it falls through Dl = 30
+    #   (benchmarks/toy_lccp_lr_probe.py, chapter 2).
+    v, ml = 1024, 8192
+    lr = 1e-2
+
+    def shape(d, heads):
+        # SwiGLU width 8d/3 rounded down to a multiple of 8 (Llama's proportion)
+        return _llama(vocab=v, d=d, layers=2, heads=heads, kv=1, ff=int(8 * d / 3) // 8 * 8, max_len=ml, tie=True,
+                      variant="smeared")
+
+    shapes = {"S1": shape(32, 1), "S2": shape(48, 1), "S3": shape(64, 2), "S4": shape(96, 3), "S5": shape(128, 4)}
+    scales = {s: ScaleSpec(name=s, model=m, batch_short=32, batch_long=2, lr=lr, warmup_steps=40,
+                           paper_n_params=PAPER_N[s]) for s, m in shapes.items()}
     return Budget(
-        name="toy", short_seq_len=32, long_seq_len=256, ext_seq_len=1024, rope_bases=PAPER_ROPE_BASES,
-        multiple_scale=k,
-        ds_multiples=_scaled(PAPER_DS_MULTIPLES, k), dl_multiples=_scaled(PAPER_DL_MULTIPLES, k),
-        s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS),
-        s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,
-        s4_pool_ckpt_every=2 * k, constant_ckpt_every=1 * k, n_constant_seeds=2,
+        name="toy", short_seq_len=128, long_seq_len=1024, ext_seq_len=4096, rope_bases=PAPER_ROPE_BASES,
+        multiple_scale=1.0, token_unit="S1", lccp_lr_frac=0.03,
+        ds_multiples=PAPER_DS_MULTIPLES[:3], dl_multiples=PAPER_DL_MULTIPLES[:3],
+        s5_configs=PAPER_S5_CONFIGS[:3],
+        s5_trajectory=PAPER_S5_TRAJECTORY, s5_ckpt_every=1, s5_eval_every=5, s4_pool_ckpt_every=2,
+        constant_ckpt_every=1, n_constant_seeds=2,
         corpus="python-stdlib", tokenizer="bpe:stdlib-1024", lccp_mixture="natural", ext_mixture="natural_128k",
-        # 134 eval-split files have >= 256 BPE tokens; the local chunk is 32 tokens (the short context)
-        longppl=LongPPLSpec(trunc_len=32, sliding_window=8, n_docs=130, min_doc_len=256, max_doc_len=None),
+        # 97 eval-split files have >= 1,024 BPE tokens (each is cut to 1,024); the local chunk is the short context, 128 tokens
+        longppl=LongPPLSpec(trunc_len=128, sliding_window=32, n_docs=96, min_doc_len=1024, max_doc_len=None),
         reference={"kind": "nblib",
-                   "model": _llama(vocab=v, d=96, layers=4, heads=3, kv=1, ff=256, max_len=ml, tie=True),
-                   "batch": 8, "lr": 1e-2,
+                   "model": _llama(vocab=v, d=128, layers=4, heads=4, kv=1, ff=336, max_len=ml, tie=True,
+                                   variant="smeared"),
+                   "batch": 4, "lr": 1e-2,
                    "warmup_steps": 50, "n_tokens": 2_000_000,
-                   # the small reference does not learn to copy: mix in a cache model (nblib.metrics.copy)
+                   # a cache model mixed in (nblib.metrics.copy) makes the reference copy from anywhere
                    "copy": {"min_match": 3, "max_match": 32, "calibration_sequences": 400}},
         scales=scales, pair=_pair_toy(),
-        # 20 prompts per subtask and 32 new tokens (every reference answer is shorter) keep the
-        # 14 models of chapter 5 (7 points, Raw and Last4) within about two minutes. After LCCP,
-        # 4 of the 7 points and 10 prompts per task: with 56 SFT models at every point, the
-        # extension's RULER at 4x and the SFT benchmarks alone took over 8 minutes.
+        # 20 prompts per subtask and 32 new tokens (every reference answer is shorter). After
+        # LCCP, 4 of the 7 points and 10 prompts per task.
         ruler_samples=20, ruler_max_new=32, post_training_points=4, post_training_samples=10,
         notes="CPU main job: every phenomenon at small scale, BPE tokens of the Python stdlib corpus.",
     )
@@ -371,6 +383,7 @@ def _smoke() -> Budget:
         # numbers (chapters 3-4 at smoke: 125 s against 277 s with the toy's BPE); the BPE
         # path is covered by the unit tests and by the toy book.
         toy, name="smoke", tokenizer="byte", short_seq_len=8, long_seq_len=64, ext_seq_len=256, multiple_scale=k,
+        token_unit=None, lccp_lr_frac=0.1,  # each scale's own N and LCCP at lr/10, as at full
         ds_multiples=_scaled(PAPER_DS_MULTIPLES[::2], k), dl_multiples=_scaled(PAPER_DL_MULTIPLES[::2], k),
         s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS[:5:2]),
         s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,

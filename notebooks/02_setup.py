@@ -36,6 +36,7 @@ from IPython.display import HTML, display
 from nblib.book import findings, toy_design
 from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
+from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
 from nblib.lccp import experiments, grid
 from nblib.lccp.evaluation import Evaluator
@@ -132,14 +133,15 @@ probe_table.round(3)
 ch.markdown(findings.toy_levers_markdown(probe_table))
 
 # %% [markdown]
-# ## The next toy: batch, learning rate and copying at a 128-token context
+# ## Toward copying models: batch, learning rate and copying at a 128-token context
 #
-# The grid this book trains has a flaw that the chapters after this one show: its models
-# never learn to copy, so [chapter 3](03_scaling_law.ipynb)'s law does not extrapolate and
-# RULER stays at 0. The 32-token short context rarely holds a repeat, two layers form no
-# induction circuit, and the stable phase plateaus after 1,000-3,000 steps at 256 tokens per
-# step. The rebuild under study: a 128-token short context (LCCP at 8x that, 1,024 tokens),
-# four layers at every scale, and a batch and LR per shape chosen from loss curves.
+# The toy grid that came before this one had a flaw: its models never learned to copy, so
+# [chapter 3](03_scaling_law.ipynb)'s law did not extrapolate (held-out R² -2.15 and -5.45)
+# and RULER stayed at 0. Its 32-token short context rarely held a repeat, its plain 2-layer
+# models formed no induction circuit, and its stable phase plateaued after 1,000-3,000
+# steps at 256 tokens per step. The first rebuild studied: a 128-token short context (LCCP
+# at 8x that, 1,024 tokens), four layers at every scale, and a batch and LR per shape chosen
+# from loss curves.
 # `benchmarks/toy_lr_batch_probe.py` trains one constant-LR short-stage run per (shape,
 # batch, LR) through the real run store and trainer, and measures the held-out loss and the
 # random-segment copy gain (a segment of 32 tokens repeated once: the loss on its first copy
@@ -231,6 +233,66 @@ costs.round(1)
 
 # %%
 ch.markdown(toy_design.ladder_findings(lr_batch_summary, lccp_copy, costs))
+
+# %% [markdown]
+# ## The toy grid: each choice and the measurement behind it
+#
+# The grid this book trains (chapters 3-5) came out of the probes above and the smeared-key
+# ablation below. The last probe fixed the shapes: the 2-layer smeared-key model at each of
+# the five widths, with heads of 32 dimensions (48 at d48), trained like the grid's short
+# stage at constant LR for 2M tokens (`benchmarks/toy_lr_batch_probe.py --out
+# benchmarks/results/toy_grid_shapes.jsonl`), then continued by the LCCP probe (its rows with
+# heads of 32 in the LCCP table above). Every width copies from 32 tokens back within 1M
+# tokens, so one token count sizes every scale.
+
+# %%
+grid_shapes = toy_design.lr_batch_summary(toy_design.lr_batch_table(
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_grid_shapes.jsonl", lines=True)))
+ch.save_table(grid_shapes, "toy_grid_shapes")
+grid_shapes.round(3)
+
+# %% [markdown]
+# **The LCCP learning rate.** The paper starts LCCP at a tenth of the short stage's LR, the
+# short stage's terminal rate (App. A.3). On the first run of this grid at that rate, LongPPL
+# *rose* with $D_l$ at S1-S3 while ShortPPL fell: LCCP taught the models the local text and
+# unlearned the distant copying that LongPPL's key tokens need. The probe below
+# (`benchmarks/toy_lccp_lr_probe.py`) follows LongPPL along one Constant trajectory per LR
+# from the grid's short-stage endpoint at $D_s$ = 270 N(S1) ({numref}`fig-lccp-lr-probe`).
+
+# %%
+lccp_lr = toy_design.lccp_lr_table(
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_lr_probe.jsonl", lines=True))
+ch.save_table(lccp_lr, "toy_lccp_lr_probe")
+ch.markdown(toy_design.lccp_lr_findings(lccp_lr))
+
+# %% tags=["remove-output"]
+#| label: cell-lccp-lr-probe
+lr_scales = sorted(lccp_lr["scale"].unique())
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+for (scale, frac), g in lccp_lr.groupby(["scale", "LCCP LR / short LR"]):
+    g = g.sort_values("Dl")
+    style = dict(color=f"C{lr_scales.index(scale)}", ls="-" if frac == b.lccp_lr_frac else "--", marker="o", ms=3)
+    axes[0].plot(g["Dl"], g["LongPPL"], label=f"{scale}, LR x {frac:g}", **style)
+    axes[1].plot(g["Dl"], g["ShortPPL"], **style)
+for ax, name in zip(axes, ("LongPPL", "ShortPPL")):
+    ax.set(xlabel="$D_l$ (units of N(S1))", ylabel=name, yscale="log")
+axes[0].legend(fontsize=7)
+fig.suptitle("Constant LCCP at two learning rates: LongPPL and ShortPPL against $D_l$")
+ch.save_figure(fig, "toy_lccp_lr_probe")
+
+# %% [markdown]
+# :::{figure} #cell-lccp-lr-probe
+# :label: fig-lccp-lr-probe
+# LongPPL (left) and ShortPPL (right) along Constant LCCP trajectories from the short-stage
+# endpoint at $D_s$ = 270 N(S1), one colour per scale; dashed: LCCP at a tenth of the short
+# stage's LR (the paper's ratio), solid: the rate this grid uses. Records:
+# `benchmarks/results/toy_lccp_lr_probe.jsonl`.
+# :::
+
+# %%
+design = toy_design.grid_design_table(b if b.name == "toy" else get_budget("toy"), grid_shapes, lccp_copy)
+ch.save_table(design, "toy_grid_design")
+design
 
 # %% [markdown]
 # ## Smeared keys: where the toy departs from the paper's Llama

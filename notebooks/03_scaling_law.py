@@ -45,13 +45,14 @@ import sys
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import display
 
 from nblib.book import findings
 from nblib.book.chapter import Chapter
 from nblib.book.figures import parity
 from nblib.book.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
 from nblib.budgets import SCALES
-from nblib.lccp import experiments, scaling
+from nblib.lccp import diagnostics, experiments, scaling
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
 from nblib.store.provenance import REPO_ROOT
@@ -62,7 +63,7 @@ b = ch.budget
 # %% [markdown]
 # ## The runs
 #
-# For every scale: one WSD short-context run per $D_s$ budget (the five decays branch from
+# For every scale: one WSD short-context run per $D_s$ budget (the decays branch from
 # one shared stable run, which `tests/test_train.py` shows is identical to separate runs),
 # then Linear-Decay LCCP from each endpoint for every $D_l$ budget; at S5, the nine
 # diagonal and off-diagonal configurations. Everything goes through the run store: a second
@@ -77,6 +78,85 @@ csv = ch.save_table(table[["scale", "N", "Ds", "Dl", "longppl", "shortppl", "ds_
                     "runs_linear_decay", runs=runs)
 print(f"{len(table)} Linear-Decay configurations; LongPPL from {table.longppl.min():.3f} to {table.longppl.max():.3f}")
 table.groupby("scale")[["longppl", "shortppl"]].describe().round(3)
+
+# %% [markdown]
+# ## Do the models copy?
+#
+# LongPPL scores the tokens whose prediction needs context beyond the local chunk (App. A.1),
+# and the cheapest such tokens are copies. So before any fit: does every endpoint copy? The
+# probe is a random segment of tokens, repeated; the copy gain is the loss on its first copy
+# minus the loss on the repeat (nats a token), at a given distance between the copies.
+# The targets: every short-stage endpoint at the smallest $D_s$ copies (>= 1 nat) from a
+# quarter of the short context back, and every LCCP endpoint at the largest $D_s$ and $D_l$
+# from twice the short context back, past anything the short stage saw
+# ({numref}`fig-copy-gain`).
+
+# %%
+copy_grid = diagnostics.copy_gain_table(ev)
+ch.save_table(copy_grid, "copy_gain", runs=runs)
+copy_targets = diagnostics.copy_verdicts(copy_grid, b.short_seq_len)
+copy_targets.round(3)
+
+# %% tags=["remove-output"]
+#| label: cell-copy-gain
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+d_short, d_long = b.short_seq_len // 4, 2 * b.short_seq_len
+for scale, g in copy_grid.groupby("scale"):
+    c = plt.cm.viridis(SCALES.index(scale) / (len(SCALES) - 0.5))
+    s = g[(g.stage == "short") & (g.distance == d_short)].sort_values("Ds")
+    axes[0].plot(s.Ds, s.gain, "o-", color=c, label=scale)
+    lc = g[(g.stage == "LCCP") & (g.distance == d_long)]
+    lc = lc[lc.Ds == lc.Ds.max()].sort_values("Dl")
+    axes[1].plot(lc.Dl, lc.gain, "o-", color=c, label=f"{scale} (Ds = {lc.Ds.max() / 1e6:.1f}M)")
+for ax in axes:
+    ax.axhline(diagnostics.COPY_THRESHOLD, ls="--", c="k", lw=0.8)
+    ax.set(xscale="log")
+    ax.legend(fontsize=7)
+axes[0].set(xlabel="$D_s$ (tokens)", ylabel="copy gain (nats/token)",
+            title=f"(a) short-stage endpoints, {d_short} tokens back")
+axes[1].set(xlabel="$D_l$ (tokens)", title=f"(b) Linear-Decay LCCP endpoints, {d_long} tokens back")
+fig.suptitle("Copy gain of the grid's endpoints")
+ch.save_figure(fig, "fig_copy_gain", runs=runs)
+
+# %% [markdown]
+# :::{figure} #cell-copy-gain
+# :label: fig-copy-gain
+# Beyond the paper, at budget {{ budget }}: the random-segment copy gain of (a) every
+# short-stage endpoint at a quarter of the short context, against $D_s$, and (b) the
+# Linear-Decay endpoints from the largest $D_s$ at twice the short context, against $D_l$;
+# dashed: 1 nat. The full table (also half the short context, and once the short context
+# for LCCP endpoints) is `copy_gain.csv`.
+# :::
+
+# %% [markdown]
+# ## Is the short stage still learning?
+#
+# App. A.3's WSD short stage keeps a constant LR through its stable phase. If the loss had
+# stopped falling there, the $D_s$ axis would measure noise. The stable trunks of S1 and S4
+# are trained with a second seed; the seed spread is the largest difference between the two
+# seeds' held-out loss at the end of the stable phase (held-out: the test documents cut
+# into windows of the short context). Every scale's loss must fall from the stable phase's
+# midpoint to its end by more than that spread.
+
+# %%
+stable = diagnostics.stable_phase_table(ev)
+spread = diagnostics.seed_spread(stable)
+ch.save_table(stable, "stable_phase", runs=runs)
+print(f"seed spread (held-out loss, end of the stable phase, {' and '.join(diagnostics.SPREAD_SCALES)}): "
+      f"{spread:.4f} nats")
+diagnostics.stable_phase_verdicts(stable, spread).round(4)
+
+# %% [markdown]
+# **No step inside the grid.** Fig. 2 below shows the trends; this table checks every step
+# of them: log(LongPPL) and log(ShortPPL) must fall with $N$ (each configuration across
+# scales), with $D_s$ (mean over $D_l$) and with $D_l$ (mean over $D_s$) at every scale. A rise
+# larger than the seed spread fails; a smaller one is counted with its size.
+
+# %%
+mono = diagnostics.monotonicity_table(table, spread)
+ch.save_table(mono, "monotonicity", runs=runs)
+display(diagnostics.monotonicity_summary(mono).round(4))
+mono[mono["change (nats)"] > 0].round(4)
 
 # %% [markdown]
 # ## Fig. 2: the trends
@@ -151,6 +231,15 @@ ch.save_figure(fig, "fig03_parity", runs=runs)
 # measured value, fitted on S1-S3 and scored on S4 (left), fitted on S1-S4 and scored on S5
 # (right); grey: the fitted scales, red: the held-out one, dashed: $y = x$.
 # :::
+
+# %% [markdown]
+# Each held-out $R^2$ with a 95% interval: the fitted configurations are resampled with
+# replacement and the whole procedure rerun on each resample; the held-out points stay fixed.
+
+# %%
+r2_intervals = scaling.holdout_r2_intervals(table, splits, n_boot=ch.n_boot, seed=seed)
+ch.save_table(r2_intervals.reset_index(), "fig03_r2_intervals", runs=runs)
+r2_intervals.round(4)
 
 # %%
 pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
@@ -349,6 +438,10 @@ ch.save_figure(fig, "figA_copy_probe", runs=runs)
 # log(LongPPL) falls with $N$, $D_s$ and $D_l$, whether {eq}`eq-law` fitted on smaller scales
 # predicts the larger ones, and whether the alternatives extrapolate worse. The cell below
 # states, from the numbers computed in this run, which of these hold here.
+
+# %%
+ch.markdown(findings.grid_checks_findings(copy_targets, diagnostics.stable_phase_verdicts(stable, spread), spread,
+                                          diagnostics.monotonicity_summary(mono), r2_intervals))
 
 # %%
 ch.markdown(findings.scaling_law_findings(table, holdout, short_holdout, table3, uses_context, copy,

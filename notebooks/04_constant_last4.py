@@ -137,8 +137,8 @@ for _, r in rules.iterrows():
     ax.scatter(r.shortppl, r.longppl, s=30)
     ax.annotate(r.rule, (r.shortppl, r.longppl), fontsize=7, xytext=(3, 3), textcoords="offset points")
 ax.scatter(ld_ref.shortppl, ld_ref.longppl, marker="*", s=200, c="k", label="Linear-Decay")
-ax.set(xlabel="ShortPPL", ylabel="LongPPL", title=f"Fig. 4a: observation rules (S4, Ds={b.ds_multiples[-1]}N, "
-       f"Dl={b.dl_multiples[-1]}N)")
+ax.set(xlabel="ShortPPL", ylabel="LongPPL", title=f"Fig. 4a: observation rules (S4, Ds={b.ds_multiples[-1]}{b.unit}, "
+       f"Dl={b.dl_multiples[-1]}{b.unit})")
 ax.legend()
 ch.save_figure(fig, "fig04a_observation_rules", runs=[s4_run, ld_ref.run])
 

@@ -67,10 +67,10 @@ def test_grid_cost_counts_the_papers_stages():
 
 def test_lccp_table_and_ladder_verdict():
     lccp = TD.lccp_copy_table(pd.DataFrame([{
-        "parent": "x", "d": 64, "layers": 4, "n_params": 5, "long_seq_len": 1024, "rope_base": 5e5,
+        "parent": "x", "d": 64, "layers": 4, "heads": 4, "n_params": 5, "long_seq_len": 1024, "rope_base": 5e5,
         "points": [{"step": 0, "tokens": 0, "copy_gain": {"32": 2.0, "128": 1.0, "256": 0.8, "512": 0.3}},
                    {"step": 10, "tokens": 1000, "copy_gain": {"32": 2.5, "128": 1.5, "256": 1.2, "512": 0.4}}]}]))
-    assert lccp.loc[("d64 x 4 layers", 1000), "copy gain @256"] == 1.2
+    assert lccp.loc[("d64 x 4 layers, heads of 16", 1000), "copy gain @256"] == 1.2
     summary = TD.lr_batch_summary(TD.lr_batch_table(pd.DataFrame([
         {**_record(16, 5e-3, [4.0, 3.8, 3.7, 3.6], [0.1, 0.5, 1.2, 1.5]), "d": 64, "n_params": 2000},
         {**_record(16, 5e-3, [4.0, 3.8, 3.7, 3.6], [0.1, 0.1, 0.2, 0.2]), "d": 32, "n_params": 500}])))

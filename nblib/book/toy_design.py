@@ -29,7 +29,9 @@ def lr_batch_table(records: pd.DataFrame) -> pd.DataFrame:
         for p in r.points:
             gains = {int(k): v for k, v in p["copy_gain"].items()}
             near, far = sorted(gains)
+            variant = getattr(r, "variant", None)
             rows.append({"shape": f"d{r.d} x {r.layers} layers, {r.heads} heads"
+                         + (f", {variant}" if isinstance(variant, str) and variant != "plain" else "")
                          + (f", {mix:.0%} copy mix" if mix else ""), "N (non-emb.)": r.n_params,
                          "context": r.seq_len, "batch": r.batch, "tokens/step": r.batch * r.seq_len, "LR": r.lr,
                          "step": p["step"], "tokens": p["step"] * r.batch * r.seq_len,
@@ -99,7 +101,9 @@ def lccp_copy_table(records: pd.DataFrame) -> pd.DataFrame:
         for p in r.points:
             variant = getattr(r, "variant", None)
             seed = getattr(r, "parent_seed", None)
-            parent = (f"d{r.d} x {r.layers} layers" + (f", {variant}" if isinstance(variant, str) and variant != "plain" else "")
+            heads = getattr(r, "heads", None)
+            parent = (f"d{r.d} x {r.layers} layers" + (f", heads of {r.d // int(heads)}" if heads == heads and heads else "")
+                      + (f", {variant}" if isinstance(variant, str) and variant != "plain" else "")
                       + (f", seed {int(seed)}" if isinstance(seed, (int, float)) and seed == seed and seed > 0 else ""))
             row = {"parent": parent, "N (non-emb.)": r.n_params, "LCCP context": r.long_seq_len,
                    "RoPE base": r.rope_base, "LCCP tokens": p["tokens"], "LCCP steps": p["step"]}
@@ -284,3 +288,88 @@ def smear_ablation_findings(summary: pd.DataFrame, threshold: float = COPY_THRES
                      f"{p['held-out loss'].mean():.3f} plain, {s['held-out loss'].mean():.3f} smeared (mean over seeds); "
                      f"{g['wall s'].min():.0f}-{g['wall s'].max():.0f} s of training per run on one thread.")
     return "\n".join(f"- {line}" for line in lines)
+
+
+def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.DataFrame:
+    """Chapter 2's design table of the toy grid: one row per choice, its value at budget `b`
+    (read off the budget), the paper's (LCCP paper §3.1, App. A.3), and the measurement it
+    rests on, read off the probe tables: `shapes` is `lr_batch_summary` of the grid's shapes
+    (benchmarks/results/toy_grid_shapes.jsonl), `lccp_copy` is `lccp_copy_table`."""
+    from nblib.budgets import SCALES
+
+    m = {s: b.scale(s).model for s in SCALES}
+    spec = b.scale("S1")
+    after = lccp_copy[lccp_copy.index.get_level_values("LCCP tokens") > 0]
+
+    def gain_range(pattern):
+        sel = after[after.index.get_level_values("parent").str.contains(pattern, regex=False)]["copy gain @256"]
+        return f"{sel.min():.1f}-{sel.max():.1f}" if len(sel) else "n/a"
+
+    onset = shapes["copies from tokens"]
+    s1_ds = b.n_tokens("S1", b.ds_multiples[0])
+    rows = [
+        ("shapes", ", ".join(f"{s} d{m[s]['d_model']} ({m[s]['d_model'] // m[s]['n_heads']}-dim heads)" for s in SCALES)
+         + "; 2 layers, 1 KV head, tied embeddings, smeared keys",
+         "Llama, 31M-821M non-embedding", "copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 "
+         f"{gain_range('heads of 32, smeared')} nats, heads of 16 {gain_range('heads of 16, smeared')} (LCCP table above)"),
+        ("span of N", f"{b.n_params('S1'):,} .. {b.n_params('S5'):,} ({b.n_params('S5') / b.n_params('S1'):.1f}x)",
+         "26x", "two layers at every scale: width alone spans N, so S1 keeps a 32-dim head"),
+        ("short context", f"{b.short_seq_len} tokens", "4,096",
+         f"every probed shape copies 32 tokens back by {onset.max() / 1e6:.1f}M tokens at the latest (table below)"),
+        ("LCCP / extension contexts", f"{b.long_seq_len} / {b.ext_seq_len} (8x, 4x)", "32K / 128K (8x, 4x)",
+         "the paper's ratios; 8x at a tenth of the LR carried copying farthest at d32 (LCCP table above)"),
+        ("token unit", f"N(S1) = {b.n_params('S1'):,} tokens at every scale", "each scale's N",
+         "copying sets in after a similar number of tokens at every width (table below)"),
+        ("Ds", ", ".join(f"{d:g}" for d in b.ds_multiples) + " x N(S1) = "
+         + ", ".join(f"{b.n_tokens('S1', d) / 1e6:.2f}M" for d in b.ds_multiples),
+         "90-450 x N (5 values)", f"S1's smallest Ds ({s1_ds / 1e6:.2f}M) is {s1_ds / onset.max():.1f}x past the latest onset"),
+        ("Dl", ", ".join(f"{d:g}" for d in b.dl_multiples) + " x N(S1) = "
+         + ", ".join(f"{b.n_tokens('S1', d) / 1e6:.2f}M" for d in b.dl_multiples),
+         "10-50 x N (5 values)", "0.25M LCCP tokens already carry copying to 256 tokens back (LCCP table above)"),
+        ("S5", ", ".join(f"({ds:g}, {dl:g})" for ds, dl in b.s5_configs) + f"; trajectory to Dl = {b.s5_trajectory:g}",
+         "9 configurations; trajectory to 120N", "the diagonal only, dropped for time with the larger Ds and Dl"),
+        ("short stage", f"{spec.batch_short} x {b.short_seq_len} tokens a step, LR {spec.lr:g}, "
+         f"{spec.warmup_steps} warmup steps, WSD", "Table 7",
+         "the smeared-key ablation's setting (below); at equal tokens the larger batch won in the LR x batch probes"),
+        ("LCCP", f"{spec.batch_long} x {b.long_seq_len} tokens a step, LR {b.lccp_lr('S1'):g} "
+         f"({b.lccp_lr_frac:g} x the short stage's)", "GBS / 8, LR / 10",
+         "half the short stage's tokens a step (the paper keeps them equal) so that the smallest Dl still takes "
+         f"{b.n_tokens('S1', b.dl_multiples[0]) // (spec.batch_long * b.long_seq_len)} steps; at a tenth of the LR, "
+         "LongPPL rose with Dl after a few N(S1) (LCCP LR figure above)"),
+        ("grid", f"{len(b.ds_multiples)} x {len(b.dl_multiples)} at S1-S4, {len(b.s5_configs)} at S5; "
+         f"{b.n_constant_seeds} Constant seeds", "5 x 5 at S1-S4, 9 at S5; 3 seeds",
+         "the larger Ds and Dl dropped for time (chapters 1-5 within an hour on two cores); chapter 3 checks that "
+         "the 3 x 3 still shows the law"),
+    ]
+    return pd.DataFrame(rows, columns=["choice", f"{b.name}", "paper", "measured"]).set_index("choice")
+
+
+# ---------------------------------------------------------------------------------------- LCCP LR
+def lccp_lr_table(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scale, LCCP LR fraction, Dl point) of `benchmarks/toy_lccp_lr_probe.py`:
+    LongPPL and ShortPPL along a Constant LCCP trajectory (Dl in units of the budget's token unit)."""
+    rows = []
+    for r in records.itertuples(index=False):
+        for p in r.points:
+            rows.append({"scale": r.scale, "Ds": r.ds_mult, "LCCP LR / short LR": r.lr_frac, "LCCP LR": r.lr,
+                         "Dl": p["dl_mult"], "LongPPL": p["longppl"], "ShortPPL": p["shortppl"]})
+    return pd.DataFrame(rows)
+
+
+def lccp_lr_findings(table: pd.DataFrame) -> str:
+    """Per scale and LR fraction: where LongPPL bottoms out along the trajectory, by how much it
+    rises after its minimum to the last point, and whether ShortPPL falls throughout."""
+    lines = []
+    for (scale, frac), g in table.groupby(["scale", "LCCP LR / short LR"], sort=True):
+        g = g.sort_values("Dl")
+        i = g["LongPPL"].idxmin()
+        last = g.iloc[-1]
+        rise = np.log(last["LongPPL"] / g.loc[i, "LongPPL"])
+        short_falls = bool((np.diff(g["ShortPPL"].to_numpy()[1:]) <= 0).all())
+        lines.append(f"- {scale}, LCCP LR {frac:g} x the short stage's: LongPPL {g['LongPPL'].iloc[0]:.2f} at Dl = 0, "
+                     f"lowest {g.loc[i, 'LongPPL']:.2f} at Dl = {g.loc[i, 'Dl']:g}, {last['LongPPL']:.2f} at Dl = "
+                     f"{last['Dl']:g}" + (f" (**rises {rise:.3f} nats after its minimum**)" if rise > 0 else
+                                          " (still falling at the end)")
+                     + f"; ShortPPL {'falls throughout' if short_falls else 'does not fall throughout'} "
+                     f"({g['ShortPPL'].iloc[1]:.2f} -> {last['ShortPPL']:.2f}).")
+    return "\n".join(lines)

@@ -57,7 +57,7 @@ def context_use_models(b: Budget, store) -> dict:
         ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
         if scale == "S5":
             ds, dl = max(b.s5_configs, key=lambda c: (c[1], c[0]))
-        models[f"{scale} (Ds={ds}N, Dl={dl}N)"] = store.run(grid.lccp_linear_decay(b, scale, ds, dl)).load_model()
+        models[f"{scale} (Ds={ds}{b.unit}, Dl={dl}{b.unit})"] = store.run(grid.lccp_linear_decay(b, scale, ds, dl)).load_model()
     if b.reference["kind"] == "nblib":
         models["LongPPL reference (neural part)"] = store.run(grid.reference_config(b)).load_model()
     return models
@@ -199,7 +199,7 @@ def budget_table(b: Budget) -> pd.DataFrame:
         short = grid.short_stage(b, s)
         lds = [grid.lccp_linear_decay(b, s, b.ds_multiples[-1], dl).realized_tokens for dl in b.dl_multiples]
         rows.append({
-            "scale": s, "N": b.n_params(s), "4K-analogue LR": spec.lr, "LCCP LR (start)": spec.lr / 10,
+            "scale": s, "N": b.n_params(s), "4K-analogue LR": spec.lr, "LCCP LR (start)": b.lccp_lr(s),
             "GBS short (seqs)": spec.batch_short, "GBS LCCP (seqs)": spec.batch_long, "warmup steps": spec.warmup_steps,
             "realized Ds (tokens)": ", ".join(f"{short.wsd[m].realized_tokens:,}" for m in b.ds_multiples),
             "realized Dl (tokens)": ", ".join(f"{t:,}" for t in lds),

@@ -6,7 +6,7 @@ entry points (a chapter, the monitor CLI) resolve its name once with `get_budget
   short   4K-analogue pre-training, WSD (8:1 warmup+stable : decay), one shared stable run
           per scale with the five decays branched from it;
   long    32K-analogue LCCP from a short-stage endpoint, ABF RoPE base 1e4 -> 5e5,
-          Linear-Decay from the 4K terminal LR (lr/10) to a tenth of it, or Constant;
+          Linear-Decay from the 4K terminal LR (lr/10; Budget.lccp_lr) to a tenth of it, or Constant;
   ref     the LongPPL reference model (the paper uses Llama-3.1-8B; toy budgets train one).
 """
 
@@ -57,7 +57,7 @@ def wsd_config(budget: Budget, scale: str, ds_mult: float, seed: int = 0, init: 
         schedule={"kind": "wsd", "lr": spec.lr, "warmup_steps": spec.warmup_steps, "decay_frac": 1 / 9,
                   "final_lr_frac": 0.1},
         n_tokens=budget.n_tokens(scale, ds_mult), batch_size=spec.batch_short, seed=seed, budget=budget.name,
-        init=init, label=f"{scale} short Ds={ds_mult}N", meta={"scale": scale, "stage": "short", "ds_mult": ds_mult})
+        init=init, label=f"{scale} short Ds={ds_mult}{budget.unit}", meta={"scale": scale, "stage": "short", "ds_mult": ds_mult})
 
 
 _SHORT_STAGES: dict = {}
@@ -88,7 +88,9 @@ def _build_short_stage(budget: Budget, scale: str, seed: int, ds_multiples: tupl
         model=model_config(budget, scale), data=data_config(budget, "short"),
         schedule={"kind": "constant", "lr": spec.lr, "warmup_steps": spec.warmup_steps},
         n_tokens=max(max(stable.values()), 1) * tps, batch_size=spec.batch_short, seed=seed, budget=budget.name,
-        ckpt_steps=tuple(s for s in stable.values() if s > 0), keep_optimizer="all", label=f"{scale} short stable",
+        # the decay starts, and the stable phase's midpoint (is the loss still falling? chapter 3)
+        ckpt_steps=tuple(sorted({s for s in stable.values() if s > 0} | {max(stable.values()) // 2} - {0})),
+        keep_optimizer="all", label=f"{scale} short stable",
         meta={"scale": scale, "stage": "short-trunk"})
     wsd = {}
     for m, c in plain.items():
@@ -113,9 +115,9 @@ def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, n_token
 def lccp_linear_decay(budget: Budget, scale: str, ds_mult: float, dl_mult: float, seed: int = 0) -> RunConfig:
     """Linear-Decay LCCP (§3.1): from lr_4K/10 down to a tenth of it over Dl, no warmup."""
     parent = short_stage(budget, scale).wsd[ds_mult]
-    lr0 = budget.scale(scale).lr * 0.1
+    lr0 = budget.lccp_lr(scale)
     return _lccp(budget, scale, parent, {"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.1},
-                 budget.n_tokens(scale, dl_mult), seed, f"{scale} LD Ds={ds_mult}N Dl={dl_mult}N",
+                 budget.n_tokens(scale, dl_mult), seed, f"{scale} LD Ds={ds_mult}{budget.unit} Dl={dl_mult}{budget.unit}",
                  {"stage": "lccp-ld", "ds_mult": ds_mult, "dl_mult": dl_mult})
 
 
@@ -131,13 +133,13 @@ def lccp_constant(budget: Budget, scale: str, ds_mult: float, until_mult: float,
     """
     parent = short_stage(budget, scale).wsd[ds_mult]
     spec = budget.scale(scale)
-    lr0 = spec.lr * 0.1
+    lr0 = budget.lccp_lr(scale)
     every = budget.constant_ckpt_every if ckpt_every is None else ckpt_every
     tps = spec.batch_long * budget.long_seq_len
     k = max(1, int(round(budget.n_tokens(scale, every) / tps)))
     n_intervals = int(round(until_mult / every))
     return _lccp(budget, scale, parent, {"kind": "constant", "lr": lr0}, n_intervals * k * tps, seed,
-                 f"{scale} Const Ds={ds_mult}N seed={seed}",
+                 f"{scale} Const Ds={ds_mult}{budget.unit} seed={seed}",
                  {"stage": "lccp-const", "ds_mult": ds_mult, "ckpt_every_mult": every, "ckpt_every_steps": k},
                  ckpt_every_tokens=k * tps)
 

@@ -92,7 +92,7 @@ def _ext_batch(budget: Budget, scale: str) -> int:
 
 def extension_config(budget: Budget, scale: str, parent: RunConfig, start: dict) -> RunConfig:
     """The fixed context-extension recipe (§5.2, App. A.3) from one starting point."""
-    lr0 = budget.scale(scale).lr * 0.1  # the LCCP constant rate (App. A.3: lr_4K / 10)
+    lr0 = budget.lccp_lr(scale)  # the LCCP constant rate (App. A.3: lr_4K / 10)
     init = {"run": parent.hash, "step": int(start["step"]), "mode": "weights", "rope_base": budget.rope_bases[2]}
     if start["average_steps"]:
         init["average_steps"] = [int(s) for s in start["average_steps"]]
@@ -100,7 +100,7 @@ def extension_config(budget: Budget, scale: str, parent: RunConfig, start: dict)
         model=dict(parent.model), data=grid.data_config(budget, "ext"),
         schedule={"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.01},
         n_tokens=extension_tokens(budget, scale), batch_size=_ext_batch(budget, scale), seed=0, budget=budget.name,
-        init=init, label=f"{scale} ext x{budget.ext_seq_len // budget.long_seq_len} <- Dl={start['dl']}N {start['protocol']}",
+        init=init, label=f"{scale} ext x{budget.ext_seq_len // budget.long_seq_len} <- Dl={start['dl']}{budget.unit} {start['protocol']}",
         meta={"scale": scale, "stage": "extension", "dl_mult": start["dl"], "protocol": start["protocol"]})
 
 

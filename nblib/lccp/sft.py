@@ -549,7 +549,7 @@ def sft_config(budget: Budget, scale: str, parent_run_config: RunConfig, step: i
     label = parent.label or parent.hash
     return RunConfig(
         model=dict(parent.model), data=sft_data_config(budget, mixture),
-        schedule={"kind": "linear_decay", "lr": spec.lr * 0.1, "final_lr_frac": 0.1},
+        schedule={"kind": "linear_decay", "lr": budget.lccp_lr(scale), "final_lr_frac": 0.1},
         n_tokens=int(n_tokens), batch_size=max(1, spec.batch_long // 2), seed=seed, budget=budget.name,
         init={"run": parent.hash, "step": int(step), "mode": "weights", "rope_base": rope,
               **({"average_steps": [int(s) for s in average_steps]} if average_steps else {})},

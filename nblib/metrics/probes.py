@@ -36,6 +36,21 @@ def position_loss(model, texts, tokenizer, length: int, edges=(0, 16, 32, 64, 12
     return [float(nll[:, a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]
 
 
+def heldout_loss(model, texts, tokenizer, seq_len: int, batch: int = 64) -> float:
+    """Mean next-token NLL (nats) over held-out texts cut into consecutive windows of
+    `seq_len` tokens (a text's remainder shorter than a window is dropped)."""
+    wins = []
+    for t in texts:
+        ids = np.asarray(tokenizer.encode(t), dtype=np.int64)
+        n = len(ids) // seq_len
+        wins += list(ids[: n * seq_len].reshape(n, seq_len)) if n else []
+    if not wins:
+        raise ValueError(f"no text has {seq_len} tokens; heldout_loss needs texts of at least that length")
+    x = torch.from_numpy(np.stack(wins))
+    total = sum(float(token_nll(model, x[i:i + batch]).sum()) for i in range(0, len(x), batch))
+    return total / (len(x) * (seq_len - 1))
+
+
 def random_repeats(vocab_size: int, eos_id: int, seg_len: int, n_copies: int, n_seqs: int, seed: int = 0):
     """(n_seqs, seg_len * n_copies) LongTensor: per row one uniform random segment (EOS
     excluded) repeated n_copies times."""

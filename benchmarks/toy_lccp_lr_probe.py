@@ -1,0 +1,85 @@
+"""LongPPL along a Constant LCCP trajectory at several LCCP learning rates (chapter 2, "toy grid").
+
+The paper starts LCCP at a tenth of the short stage's LR (App. A.3, Table 7) and finds that
+LongPPL falls with the LCCP budget Dl (§3.2, Fig. 2). At toy, a tenth was measured to give
+a LongPPL that bottoms out after a few N(S1) of LCCP tokens and then rises while ShortPPL
+keeps falling, so the grid's Dl would sit on the wrong side of the minimum. This probe
+measures it: from the grid's short-stage endpoint at (scale, Ds), one constant-LR LCCP
+trajectory per LR fraction (the grid's `lccp_constant` config with only the LR changed),
+through the real run store, trainer and LongPPL evaluator, scored at Dl = 0 (the short-stage
+weights with the LCCP RoPE base) and at checkpoints up to the budget's largest Dl. One JSON
+line per trajectory goes to benchmarks/results/toy_lccp_lr_probe.jsonl.
+
+    python benchmarks/toy_lccp_lr_probe.py --scales S1 S3 S4 --ds 270 --lr-fracs 0.1 0.03 0.01
+
+It trains the short stages it needs (the grid's own configs) when the store lacks them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from nblib.budgets import get_budget
+from nblib.lccp import grid
+from nblib.lccp.evaluation import Evaluator
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunStore
+from nblib.training.runner import get_or_run, get_or_run_many
+
+OUT = Path(__file__).resolve().parent / "results" / "toy_lccp_lr_probe.jsonl"
+DL_POINTS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 25, 30)
+
+
+def trajectory_config(b, scale: str, ds: float, lr_frac: float):
+    """The grid's Constant trajectory at (scale, ds) to the largest Dl, with LR lr_frac x the short stage's."""
+    base = grid.lccp_constant(b, scale, ds, b.dl_multiples[-1], 0)
+    lr = b.scale(scale).lr * lr_frac
+    return dataclasses.replace(base, schedule={**base.schedule, "lr": lr},
+                               label=f"{base.label} LCCP-LR probe {lr_frac:g}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget", default="toy")
+    p.add_argument("--scales", nargs="+", default=["S1", "S3", "S4"])
+    p.add_argument("--ds", type=float, default=270)
+    p.add_argument("--lr-fracs", type=float, nargs="+", default=[0.1, 0.03])
+    p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=str(OUT))
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    b = get_budget(a.budget)
+    ds = int(a.ds) if float(a.ds).is_integer() else a.ds
+    store = RunStore(a.run_root)
+    ev = Evaluator.build(b, store)
+    for scale in a.scales:
+        short = grid.short_stage(b, scale)
+        get_or_run_many(store, [short.trunk, short.wsd[ds]], workers=1, progress=False)
+        start = store.run(short.wsd[ds]).load_model()
+        start.set_rope_base(b.rope_bases[1])  # ABF on the short-stage weights: the Dl = 0 point
+        zero = ev._evaluate(start)
+        for frac in a.lr_fracs:
+            cfg = trajectory_config(b, scale, ds, frac)
+            t0 = time.time()
+            run = get_or_run(store, cfg, progress=False)
+            wall = time.time() - t0
+            points = [{"dl_mult": 0, "longppl": zero["long_ppl"], "shortppl": zero["short_ppl"]}]
+            for dl in (d for d in DL_POINTS if d <= b.dl_multiples[-1]):
+                r = ev.run(run, grid.checkpoint_step(run.config, dl))
+                points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
+            out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
+                   "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1), "run": cfg.hash, "wall_s": round(wall, 1),
+                   "points": points}
+            print(json.dumps(out), flush=True)
+            append_jsonl(a.out, out)
+
+
+if __name__ == "__main__":
+    main()
