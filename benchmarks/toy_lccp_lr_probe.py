@@ -36,12 +36,15 @@ OUT = Path(__file__).resolve().parent / "results" / "toy_lccp_lr_probe.jsonl"
 DL_POINTS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 25, 30)
 
 
-def trajectory_config(b, scale: str, ds: float, lr_frac: float):
-    """The grid's Constant trajectory at (scale, ds) to the largest Dl, with LR lr_frac x the short stage's."""
+def trajectory_config(b, scale: str, ds: float, lr_frac: float, rope_base: float | None = None):
+    """The grid's Constant trajectory at (scale, ds) to the largest Dl, with LR lr_frac x the
+    short stage's, and (rope_base) another LCCP RoPE base than the budget's ABF target."""
     base = grid.lccp_constant(b, scale, ds, b.dl_multiples[-1], 0)
     lr = b.scale(scale).lr * lr_frac
-    return dataclasses.replace(base, schedule={**base.schedule, "lr": lr},
-                               label=f"{base.label} LCCP-LR probe {lr_frac:g}")
+    init = base.init if rope_base is None else {**base.init, "rope_base": rope_base}
+    return dataclasses.replace(base, schedule={**base.schedule, "lr": lr}, init=init,
+                               label=f"{base.label} LCCP-LR probe {lr_frac:g}"
+                               + (f" base {rope_base:g}" if rope_base is not None else ""))
 
 
 def main(argv=None):
@@ -50,6 +53,9 @@ def main(argv=None):
     p.add_argument("--scales", nargs="+", default=["S1", "S3", "S4"])
     p.add_argument("--ds", type=float, default=270)
     p.add_argument("--lr-fracs", type=float, nargs="+", default=[0.1, 0.03])
+    p.add_argument("--rope-bases", type=float, nargs="+", default=[0.0],
+                   help="LCCP RoPE bases to probe (0: the budget's ABF target)")
+    p.add_argument("--dl-max", type=float, default=0, help="last Dl point (0: the budget's largest Dl)")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=str(OUT))
@@ -62,23 +68,27 @@ def main(argv=None):
     for scale in a.scales:
         short = grid.short_stage(b, scale)
         get_or_run_many(store, [short.trunk, short.wsd[ds]], workers=1, progress=False)
-        start = store.run(short.wsd[ds]).load_model()
-        start.set_rope_base(b.rope_bases[1])  # ABF on the short-stage weights: the Dl = 0 point
-        zero = ev._evaluate(start)
-        for frac in a.lr_fracs:
-            cfg = trajectory_config(b, scale, ds, frac)
-            t0 = time.time()
-            run = get_or_run(store, cfg, progress=False)
-            wall = time.time() - t0
-            points = [{"dl_mult": 0, "longppl": zero["long_ppl"], "shortppl": zero["short_ppl"]}]
-            for dl in (d for d in DL_POINTS if d <= b.dl_multiples[-1]):
-                r = ev.run(run, grid.checkpoint_step(run.config, dl))
-                points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
-            out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
-                   "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1), "run": cfg.hash, "wall_s": round(wall, 1),
-                   "points": points}
-            print(json.dumps(out), flush=True)
-            append_jsonl(a.out, out)
+        for rope in a.rope_bases:
+            rope = rope or b.rope_bases[1]
+            start = store.run(short.wsd[ds]).load_model()
+            start.set_rope_base(rope)  # the short-stage weights with the LCCP base: the Dl = 0 point
+            zero = ev._evaluate(start)
+            for frac in a.lr_fracs:
+                cfg = trajectory_config(b, scale, ds, frac, None if rope == b.rope_bases[1] else rope)
+                if a.dl_max:
+                    cfg = dataclasses.replace(cfg, n_tokens=grid.checkpoint_step(cfg, a.dl_max) * cfg.tokens_per_step)
+                t0 = time.time()
+                run = get_or_run(store, cfg, progress=False)
+                wall = time.time() - t0
+                points = [{"dl_mult": 0, "longppl": zero["long_ppl"], "shortppl": zero["short_ppl"]}]
+                for dl in (d for d in DL_POINTS if d <= (a.dl_max or b.dl_multiples[-1])):
+                    r = ev.run(run, grid.checkpoint_step(run.config, dl))
+                    points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
+                out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
+                       "rope_base": rope, "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1), "run": cfg.hash,
+                       "wall_s": round(wall, 1), "points": points}
+                print(json.dumps(out), flush=True)
+                append_jsonl(a.out, out)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
 from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
-from nblib.lccp import experiments, grid
+from nblib.lccp import diagnostics, experiments, grid, kernel_spread
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics import format_testset_stats, testset_stats
 
@@ -366,6 +366,30 @@ ch.markdown(toy_design.smear_ablation_findings(smear_summary))
 # paper's model: its Llama has no smeared keys, and neither have the LongPPL reference model
 # (a stand-in for the paper's Llama-3.1-8B) or Part 2's Models A and B. A smeared model has
 # no Hugging Face counterpart, so `python -m nblib.export` refuses it.
+
+# %% [markdown]
+# ## How much the numbers move: seeds and CPU kernels
+#
+# Two spreads bound what a toy number can say. The **seed spread**: chapter 3 trains the
+# stable trunks of S1 and S4 with a second seed and compares their held-out loss. The
+# **CPU-kernel spread**: PyTorch picks its vector kernels at run time (AVX-512 where the CPU
+# has it, else AVX2), and training amplifies their rounding differences. Chapters 2-4 were run
+# a second time under AVX2 kernels, into their own store and output folder, and compared run
+# by run with `python -m nblib.lccp.kernel_spread` (its docstring has the commands). Both
+# tables are read from the committed outputs of the toy book.
+
+# %%
+spread_csv = REPO_ROOT / "figures" / "03_scaling_law" / "stable_phase.csv"
+kernel_csv = REPO_ROOT / "figures" / "02_setup" / "cpu_kernel_spread.csv"
+if spread_csv.is_file():
+    seed_spreads = pd.read_csv(spread_csv)
+    print(f"seed spread (held-out loss at the end of the stable phase, nats): "
+          f"{diagnostics.seed_spread(seed_spreads):.4f}")
+    display(seed_spreads.round(4))
+if kernel_csv.is_file():
+    display(kernel_spread.summary(pd.read_csv(kernel_csv)).round(4))
+else:
+    print("no CPU-kernel spread measured yet: run the AVX2 repeat (python -m nblib.lccp.kernel_spread --help)")
 
 # %% [markdown]
 # ## The metric: LongPPL and ShortPPL (§3.1, §4.1, App. A.1)

@@ -122,7 +122,7 @@ ch.save_figure(fig, "fig10_weight_profiles")
 # ## Fig. 4a: observation rules on one S4 trajectory
 #
 # The pool: 25 checkpoints spaced $2N$ up to the largest $D_l$ of the S4 trajectory with the
-# largest $D_s$ (scaled at toy). Each rule is compared with the budget-matched Linear-Decay
+# largest $D_s$ (at toy 1 N(S1) apart: its trajectories end at $D_l$ = 30). Each rule is compared with the budget-matched Linear-Decay
 # run (same $N$, $D_s$, $D_l$).
 
 # %%

@@ -169,3 +169,24 @@ def test_kernel_spread_joins_runs_and_sizes_the_differences(tmp_path):
     assert s.loc[("03_scaling_law", "longppl"), "max |rel. diff.|"] == pytest.approx(0.03)
     with pytest.raises(ValueError, match="does not exist"):
         ks.kernel_spread(tmp_path / "a", tmp_path / "missing")
+
+
+def test_tail_nll_is_the_mean_token_nll_past_start():
+    """tail_nll against token_nll written out: the mean over positions [start, max_len) of
+    every text, texts no longer than start skipped."""
+    from nblib.data import get_tokenizer
+    from nblib.metrics import tail_nll
+    from nblib.metrics.probes import token_nll
+    from nblib.models import build_model
+
+    torch.manual_seed(0)
+    tok = get_tokenizer("byte")
+    m = build_model("llama", dict(vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1,
+                                  d_ff=32, max_seq_len=64)).eval()
+    texts = ["def f(x):\n    return x + 1\n" * 3, "short"]
+    got = tail_nll(m, tok, texts, start=8, max_len=40)
+    ids = torch.tensor(np.asarray(tok.encode(texts[0])[:40], dtype=np.int64))[None]
+    want = token_nll(m, ids)[0, 7:].mean()  # entry t-1 is the loss of token t: tokens 8..39
+    assert got == pytest.approx(float(want), rel=1e-5)
+    with pytest.raises(ValueError, match="no text is longer than start=100"):
+        tail_nll(m, tok, texts, start=100)

@@ -86,6 +86,15 @@ PAPER_MAP = [
      "plain-vs-smeared copy ablation at two widths and two seeds", "nblib.models.layers.smear_previous_key; "
      "nblib.budgets.llama_variant; nblib.book.toy_design.smear_ablation_summary", "02_setup",
      "done: toy and smoke only; `full` keeps the paper's Llama"),
+    (W1, "§3.1 grid checks (beyond)", "does the grid show what the law needs: every endpoint's copy gain, the stable "
+     "phase still learning by more than a two-seed spread, LongPPL/ShortPPL monotone in N, Ds, Dl, held-out R² "
+     "with bootstrap intervals, the reference stronger past the local chunk",
+     "nblib.lccp.diagnostics.copy_gain_table; nblib.lccp.diagnostics.stable_phase_table; "
+     "nblib.lccp.diagnostics.monotonicity_table; nblib.lccp.scaling.holdout_r2_intervals; "
+     "nblib.lccp.diagnostics.reference_margin", "03_scaling_law", "done"),
+    (W1, "§3.1 toy grid design (beyond)", "each toy choice with its measurement: shapes, contexts, token unit, LR "
+     "and batch, the LCCP LR", "nblib.book.toy_design.grid_design_table; nblib.book.toy_design.lccp_lr_table",
+     "02_setup", "done: toy only"),
     (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),
     (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.lccp.scaling.variant_ablation", "03_scaling_law", "done"),
     (W1, "Table 4", "formula ablation on Constant-Last4 data", "nblib.lccp.scaling.variant_ablation", "04_constant_last4",

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from nblib.budgets import SCALES
 from nblib.models import build_model
 
 COPY_THRESHOLD = 1.0  # nats: the issue's bar for "copies" (random-segment copy gain)
@@ -295,8 +296,6 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
     (read off the budget), the paper's (LCCP paper §3.1, App. A.3), and the measurement it
     rests on, read off the probe tables: `shapes` is `lr_batch_summary` of the grid's shapes
     (benchmarks/results/toy_grid_shapes.jsonl), `lccp_copy` is `lccp_copy_table`."""
-    from nblib.budgets import SCALES
-
     m = {s: b.scale(s).model for s in SCALES}
     spec = b.scale("S1")
     after = lccp_copy[lccp_copy.index.get_level_values("LCCP tokens") > 0]

@@ -10,6 +10,9 @@ that the paper takes for granted at its scale and a toy must earn:
   short stage still learning, by more than two seeds differ?
 - `monotonicity_table`: LongPPL and ShortPPL against N, Ds (mean over Dl) and Dl (mean over
   Ds), every rise measured against the seed spread (Fig. 2's trends, step by step).
+- `reference_margin`: the LongPPL reference (neural part plus cache model, as it selects key
+  tokens) against the grid's models beyond the local chunk: it must be the stronger one there,
+  as Llama-3.1-8B is against the paper's models (App. A.1).
 
 Every measurement is cached next to the run it measures (`Run.memo`), so a chapter
 re-executed over a finished store recomputes nothing.
@@ -22,7 +25,8 @@ import pandas as pd
 
 from nblib.budgets import SCALES
 from nblib.lccp import grid
-from nblib.lccp.evaluation import Evaluator
+from nblib.lccp.evaluation import Evaluator, reference_scorer
+from nblib.metrics import tail_nll
 from nblib.metrics.probes import copy_gain, heldout_loss
 from nblib.store.runstore import Run
 from nblib.training.runner import get_or_run_many
@@ -185,3 +189,24 @@ def monotonicity_summary(mono: pd.DataFrame) -> pd.DataFrame:
         "failures": g["verdict"].agg(lambda v: int((v == "FAILS").sum())),
     })
 
+
+
+# ---------------------------------------------------------------------------------------
+# the reference against the models it judges
+# ---------------------------------------------------------------------------------------
+def reference_margin(ev: Evaluator, models: dict) -> pd.DataFrame:
+    """Mean NLL of every test token past the local chunk (positions >= the LongPPL chunk,
+    up to the LCCP context) under the reference as it selects key tokens (neural part mixed
+    with its cache model), under its neural part alone, and under each of `models`
+    ({label: model}); `margin` is each row's NLL minus the reference's (> 0: the reference is
+    stronger beyond the chunk)."""
+    b, tok = ev.budget, ev.tokenizer
+    start, L = b.longppl.trunc_len, b.long_seq_len
+    rows = {"LongPPL reference (neural + cache)": tail_nll(reference_scorer(b, ev.store), None, ev.texts, start, L)}
+    if b.reference["kind"] == "nblib":
+        ref = ev.store.run(grid.reference_config(b)).load_model()
+        rows["LongPPL reference (neural part)"] = tail_nll(ref, tok, ev.texts, start, L)
+    for name, m in models.items():
+        rows[name] = tail_nll(m, tok, ev.texts, start, L)
+    out = pd.DataFrame({"NLL past the chunk": pd.Series(rows)}).rename_axis("model")
+    return out.assign(margin=out["NLL past the chunk"] - out["NLL past the chunk"].iloc[0])

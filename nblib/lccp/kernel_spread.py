@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from nblib.cli import run_cli
+from nblib.store.atomic import atomic_write_text
 
 TABLES = {  # table file under <figures>/ -> the columns that identify one measurement
     "03_scaling_law/runs_linear_decay.csv": ["run"],
@@ -66,6 +67,7 @@ def summary(spread: pd.DataFrame, tolerance: float = 0.03) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
+    """`python -m nblib.lccp.kernel_spread FIGURES_A FIGURES_B [--out CSV]`: print the summary, write the rows."""
     p = argparse.ArgumentParser(description="Compare two executions of chapters 3-4 run by run (CPU kernel spread).")
     p.add_argument("figures_a", type=Path, help="figures folder of the first execution (e.g. figures)")
     p.add_argument("figures_b", type=Path, help="figures folder of the second execution (e.g. _build/avx2/figures)")
@@ -74,7 +76,6 @@ def main(argv=None) -> int:
     spread = kernel_spread(a.figures_a, a.figures_b)
     print(summary(spread).to_string())
     if a.out:
-        from nblib.store.atomic import atomic_write_text
         atomic_write_text(a.out, spread.to_csv(index=False))
         print(f"wrote {a.out} ({len(spread)} rows)")
     return 0 if np.isfinite(spread["relative difference"]).all() else 1

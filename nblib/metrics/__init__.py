@@ -13,7 +13,7 @@ May import nblib.budgets, nblib.data, nblib.models and nblib.store; nothing that
 
 from .longppl import (Annotation, annotate, chunk_windows, evaluate, format_testset_stats, hash_texts,
                       key_token_positions, load_or_annotate, long_ppl, merge_intervals, select_key_tokens,
-                      short_ppl, testset_stats)
+                      short_ppl, tail_nll, testset_stats)
 from .hf import HFScorer  # transformers itself is imported only when an HF model is loaded
 from .nll import module_fingerprint, nll_from_hidden
 from .scoring import NblibScorer, as_encoder, as_scorer
@@ -22,5 +22,5 @@ from .scoring import NblibScorer, as_encoder, as_scorer
 __all__ = [
     "Annotation", "HFScorer", "NblibScorer", "annotate", "as_encoder", "as_scorer", "chunk_windows", "evaluate",
     "format_testset_stats", "hash_texts", "key_token_positions", "load_or_annotate", "long_ppl",
-    "merge_intervals", "module_fingerprint", "nll_from_hidden", "select_key_tokens", "short_ppl", "testset_stats",
+    "merge_intervals", "module_fingerprint", "nll_from_hidden", "select_key_tokens", "short_ppl", "tail_nll", "testset_stats",
 ]

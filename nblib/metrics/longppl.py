@@ -471,6 +471,25 @@ def evaluate(model, tokenizer, texts, annotation: Annotation, max_len=None, batc
     return out
 
 
+def tail_nll(model, tokenizer, texts, start: int, max_len=None, batch_size=8) -> float:
+    """Mean NLL of every token at positions [start, max_len) of the texts under any scorer
+    (a model with its tokenizer, or a reference scorer with its cache model; `as_scorer`):
+    how well a model predicts what lies beyond a local chunk of `start` tokens."""
+    texts = _check_texts(texts)
+    _check_positive_int("start", start)
+    scorer = as_scorer(model, tokenizer)
+    seqs = []
+    for text in texts:
+        ids, _ = scorer.encode_with_offsets(text)
+        ids = ids[:max_len]
+        if len(ids) > start:
+            seqs.append((ids, np.arange(start, len(ids))))
+    if not seqs:
+        raise ValueError(f"no text is longer than start={start} tokens")
+    nll = _score_batched(scorer, seqs, batch_size)
+    return float(sum(v.astype(np.float64).sum() for v in nll) / sum(len(v) for v in nll))
+
+
 def long_ppl(model, tokenizer, texts, annotation, max_len=None, batch_size=8) -> float:
     """LongPPL (LCCP paper §3.1): exp of the mean NLL over all long key tokens of the set."""
     return evaluate(model, tokenizer, texts, annotation, max_len, batch_size, sets=("long",))["long_ppl"]
