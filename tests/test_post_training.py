@@ -74,17 +74,19 @@ def test_extension_recipe_is_the_papers():
 
     class FakeRun:  # start_points only reads the trajectory's config
         config = traj
-    starts = post_training.start_points(b, FakeRun, [1.0, 2.0])
+    starts = post_training.start_points(b, FakeRun, [4.0, 8.0])
     assert [s["protocol"] for s in starts] == ["Raw", "Last4"] * 2
     raw, last4 = starts[2], starts[3]
-    assert raw["step"] == last4["step"] == grid.checkpoint_step(traj, 2.0)
+    assert raw["step"] == last4["step"] == grid.checkpoint_step(traj, 8.0)
     spacing = grid.checkpoint_step(traj, b.s5_ckpt_every)
     assert last4["average_steps"] == [raw["step"] - k * spacing for k in (3, 2, 1, 0)]
     c_raw = post_training.extension_config(b, "S5", traj, raw)
     c_l4 = post_training.extension_config(b, "S5", traj, last4)
     assert c_raw.init["rope_base"] == b.rope_bases[2] and traj.init["rope_base"] == b.rope_bases[1]
     assert c_raw.data["seq_len"] == b.ext_seq_len == 4 * b.long_seq_len and c_raw.data["doc_isolation"]
-    assert c_raw.schedule == {"kind": "linear_decay", "lr": b.scale("S5").lr * 0.1, "final_lr_frac": 0.01}
+    # the LCCP rate: a tenth of the short stage's in the paper, the budget's lccp_lr_frac (toy: 3%)
+    assert c_raw.schedule == {"kind": "linear_decay", "lr": b.scale("S5").lr * b.lccp_lr_frac, "final_lr_frac": 0.01}
+    assert get_budget("full").lccp_lr("S5") == get_budget("full").scale("S5").lr * 0.1
     assert c_raw.realized_tokens >= 8 * c_raw.tokens_per_step
     # §5.2's 2.10B tokens at N = 821M, scaled by the budget's token multiple
     expect = b.n_tokens("S5", 2.10e9 / 821.15e6 * b.multiple_scale)
