@@ -13,6 +13,11 @@ line per trajectory goes to benchmarks/results/toy_lccp_lr_probe.jsonl.
     python benchmarks/toy_lccp_lr_probe.py --scales S1 S3 S4 --ds 270 --lr-fracs 0.1 0.03 0.01
 
 It trains the short stages it needs (the grid's own configs) when the store lacks them.
+--rope-bases and --weight-decay probe other LCCP settings (the next rung of chapter 2's ladder);
+their records go to benchmarks/results/toy_lccp_rope_probe.jsonl:
+
+    python benchmarks/toy_lccp_lr_probe.py --scales S1 --rope-bases 100000 5000000 50000000 \
+        --lr-fracs 0.03 0.1 --out benchmarks/results/toy_lccp_rope_probe.jsonl
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ def main(argv=None):
     p.add_argument("--lr-fracs", type=float, nargs="+", default=[0.1, 0.03])
     p.add_argument("--rope-bases", type=float, nargs="+", default=[0.0],
                    help="LCCP RoPE bases to probe (0: the budget's ABF target)")
+    p.add_argument("--weight-decay", type=float, default=None,
+                   help="LCCP weight decay (default: the trainer's, the paper's 0.1)")
     p.add_argument("--dl-max", type=float, default=0, help="last Dl point (0: the budget's largest Dl)")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--threads", type=int, default=1)
@@ -75,6 +82,9 @@ def main(argv=None):
             zero = ev._evaluate(start)
             for frac in a.lr_fracs:
                 cfg = trajectory_config(b, scale, ds, frac, None if rope == b.rope_bases[1] else rope)
+                if a.weight_decay is not None:
+                    cfg = dataclasses.replace(cfg, optimizer={**cfg.optimizer, "weight_decay": a.weight_decay},
+                                              label=f"{cfg.label} wd {a.weight_decay:g}")
                 if a.dl_max:
                     cfg = dataclasses.replace(cfg, n_tokens=grid.checkpoint_step(cfg, a.dl_max) * cfg.tokens_per_step)
                 t0 = time.time()
@@ -85,7 +95,7 @@ def main(argv=None):
                     r = ev.run(run, grid.checkpoint_step(run.config, dl))
                     points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
                 out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
-                       "rope_base": rope, "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1), "run": cfg.hash,
+                       "rope_base": rope, "weight_decay": cfg.optimizer.get("weight_decay", 0.1), "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1), "run": cfg.hash,
                        "wall_s": round(wall, 1), "points": points}
                 print(json.dumps(out), flush=True)
                 append_jsonl(a.out, out)

@@ -275,7 +275,7 @@ for (scale, frac), g in lccp_lr.groupby(["scale", "LCCP LR / short LR"]):
     axes[0].plot(g["Dl"], g["LongPPL"], label=f"{scale}, LR x {frac:g}", **style)
     axes[1].plot(g["Dl"], g["ShortPPL"], **style)
 for ax, name in zip(axes, ("LongPPL", "ShortPPL")):
-    ax.set(xlabel="$D_l$ (units of N(S1))", ylabel=name, yscale="log")
+    ax.set(xlabel="$D_l$ (units of N(S1))", ylabel=name)
 axes[0].legend(fontsize=7)
 fig.suptitle("Constant LCCP at two learning rates: LongPPL and ShortPPL against $D_l$")
 ch.save_figure(fig, "toy_lccp_lr_probe")

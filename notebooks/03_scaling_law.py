@@ -104,17 +104,16 @@ d_short, d_long = b.short_seq_len // 4, 2 * b.short_seq_len
 for scale, g in copy_grid.groupby("scale"):
     c = plt.cm.viridis(SCALES.index(scale) / (len(SCALES) - 0.5))
     s = g[(g.stage == "short") & (g.distance == d_short)].sort_values("Ds")
-    axes[0].plot(s.Ds, s.gain, "o-", color=c, label=scale)
+    axes[0].plot(s.Ds / 1e6, s.gain, "o-", color=c, label=scale)
     lc = g[(g.stage == "LCCP") & (g.distance == d_long)]
     lc = lc[lc.Ds == lc.Ds.max()].sort_values("Dl")
-    axes[1].plot(lc.Dl, lc.gain, "o-", color=c, label=f"{scale} (Ds = {lc.Ds.max() / 1e6:.1f}M)")
+    axes[1].plot(lc.Dl / 1e6, lc.gain, "o-", color=c, label=f"{scale} (Ds = {lc.Ds.max() / 1e6:.1f}M)")
 for ax in axes:
     ax.axhline(diagnostics.COPY_THRESHOLD, ls="--", c="k", lw=0.8)
-    ax.set(xscale="log")
     ax.legend(fontsize=7)
-axes[0].set(xlabel="$D_s$ (tokens)", ylabel="copy gain (nats/token)",
+axes[0].set(xlabel="$D_s$ (M tokens)", ylabel="copy gain (nats/token)",
             title=f"(a) short-stage endpoints, {d_short} tokens back")
-axes[1].set(xlabel="$D_l$ (tokens)", title=f"(b) Linear-Decay LCCP endpoints, {d_long} tokens back")
+axes[1].set(xlabel="$D_l$ (M tokens)", title=f"(b) Linear-Decay LCCP endpoints, {d_long} tokens back")
 fig.suptitle("Copy gain of the grid's endpoints")
 ch.save_figure(fig, "fig_copy_gain", runs=runs)
 
