@@ -13,3 +13,21 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+class UniformLogits(torch.nn.Module):
+    """A model whose logits are all zero: every next-token NLL is ln V, whatever the input
+    (the closed form the probe tests check against)."""
+
+    def __init__(self, vocab):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, x):
+        return torch.zeros(*x.shape, self.vocab), None
+
+
+@pytest.fixture
+def uniform_model():
+    """Factory: uniform_model(V) is a `UniformLogits` over V tokens."""
+    return UniformLogits

@@ -17,27 +17,16 @@ from nblib.metrics.probes import heldout_loss
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-class _Uniform(torch.nn.Module):
-    """Logits all zero: every next-token NLL is ln V, whatever the input."""
-
-    def __init__(self, vocab):
-        super().__init__()
-        self.vocab = vocab
-
-    def forward(self, x):
-        return torch.zeros(*x.shape, self.vocab), None
-
-
 class _Tok:
     def encode(self, text):
         return [int(c) for c in text.split()]
 
 
-def test_heldout_loss_of_a_uniform_model_is_log_v_and_drops_remainders():
+def test_heldout_loss_of_a_uniform_model_is_log_v_and_drops_remainders(uniform_model):
     texts = [" ".join(["1"] * 10), " ".join(["2"] * 3)]  # one text shorter than a window
-    assert heldout_loss(_Uniform(7), texts, _Tok(), 4) == pytest.approx(math.log(7))
+    assert heldout_loss(uniform_model(7), texts, _Tok(), 4) == pytest.approx(math.log(7))
     with pytest.raises(ValueError, match="no text has 20 tokens"):
-        heldout_loss(_Uniform(7), texts, _Tok(), 20)
+        heldout_loss(uniform_model(7), texts, _Tok(), 20)
 
 
 def _ld_table(rises=None):

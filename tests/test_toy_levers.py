@@ -108,15 +108,6 @@ def test_copy_mix_bad_settings_are_named(kw):
 
 
 # ----------------------------------------------------------------------------- probes
-class _Uniform(torch.nn.Module):
-    def __init__(self, vocab):
-        super().__init__()
-        self.vocab = vocab
-
-    def forward(self, x):
-        return torch.zeros(*x.shape, self.vocab), None
-
-
 class _Copier(torch.nn.Module):
     """An oracle that copies from `offset` tokens back (a perfect copier at that distance)."""
 
@@ -131,9 +122,9 @@ class _Copier(torch.nn.Module):
         return out, None
 
 
-def test_copy_gain_known_answers():
+def test_copy_gain_known_answers(uniform_model):
     V = 50
-    u = copy_gain(_Uniform(V), V, eos_id=V - 1, seg_len=16, n_seqs=4)
+    u = copy_gain(uniform_model(V), V, eos_id=V - 1, seg_len=16, n_seqs=4)
     assert u["first"] == pytest.approx(math.log(V)) and u["gain"] == pytest.approx(0.0, abs=1e-6)
     c = copy_gain(_Copier(V, 8), V, eos_id=V - 1, seg_len=8, n_seqs=4)
     assert c["first"] == pytest.approx(math.log(V)) and c["last"] < 1e-6
@@ -142,13 +133,13 @@ def test_copy_gain_known_answers():
     assert x.shape == (5, 24) and torch.equal(x[:, :8], x[:, 16:]) and (x != V - 1).all()
 
 
-def test_position_loss_uniform_model_is_ln_v_everywhere():
+def test_position_loss_uniform_model_is_ln_v_everywhere(uniform_model):
     tok = load_tokenizer("byte")
     texts = ["abcdefgh" * 20] * 3
-    buckets = position_loss(_Uniform(tok.vocab_size), texts, tok, 64, (0, 16, 32, 64))
+    buckets = position_loss(uniform_model(tok.vocab_size), texts, tok, 64, (0, 16, 32, 64))
     assert buckets == pytest.approx([math.log(tok.vocab_size)] * 3)
     with pytest.raises(ValueError, match="64 tokens"):
-        position_loss(_Uniform(tok.vocab_size), ["short"], tok, 64)
+        position_loss(uniform_model(tok.vocab_size), ["short"], tok, 64)
 
 
 # ----------------------------------------------------------------------------- figures

@@ -50,11 +50,13 @@ def kernel_spread(dir_a: Path, dir_b: Path, tables: dict = TABLES) -> pd.DataFra
         for metric in METRICS:
             if f"{metric}_a" not in m:
                 continue
-            part = m[keys + ([c + "_a" for c in ("scale",) if c + "_a" in m] or [])].copy()
+            part = m[keys].copy()
+            if "scale_a" in m:  # scale is a column of both tables, not a join key
+                part["scale"] = m["scale_a"]
             part["table"], part["metric"] = name.split("/")[0], metric
             part["a"], part["b"] = m[f"{metric}_a"], m[f"{metric}_b"]
             part["relative difference"] = (part["b"] - part["a"]) / part["a"]
-            rows.append(part.rename(columns={"scale_a": "scale"}))
+            rows.append(part)
     return pd.concat(rows, ignore_index=True)
 
 
