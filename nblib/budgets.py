@@ -8,7 +8,8 @@ Dl/N in {10..50}; S5's 9 diagonal/off-diagonal configurations and its 120N traje
 `toy` and `smoke` carry scaled-down analogues that train on two CPU cores. `toy`: 2-layer
 smeared-key models on BPE tokens with a compressed span of N (14x instead of 26x), contexts
 128 / 1,024 / 4,096 tokens (the paper's 8x and 4x steps), a 3 x 3 grid of the paper's first
-three Ds and Dl multiples counted in S1's N at every scale (`token_unit`). `smoke`: bytes,
+three Ds and Dl multiples counted in S1's N at every scale (`token_unit`), LCCP at 3% of the
+short stage's LR with the RoPE base raised to 5e7. `smoke`: bytes,
 token multiples scaled by `multiple_scale`, every code path in seconds.
 
 Every chapter validates its papermill parameters through `get_budget` / `get_scale`, so a
@@ -34,6 +35,7 @@ PAPER_DL_MULTIPLES = (10, 20, 30, 40, 50)  # §3.1
 PAPER_S5_CONFIGS = ((90, 10), (180, 20), (270, 30), (360, 40), (450, 50), (90, 50), (180, 40), (360, 20), (450, 10))
 PAPER_S5_TRAJECTORY = 120  # §4.2: S5 Constant trajectory to Dl = 120N at Ds = 450N
 PAPER_ROPE_BASES = (1e4, 5e5, 5e6)  # App. A.3: 4K, 32K, 128K stages
+TOY_ROPE_BASES = (1e4, 5e7, 5e8)  # toy: a larger ABF step at LCCP (see _toy), the paper's 10x at the extension
 
 
 class BudgetError(ValueError):
@@ -326,6 +328,13 @@ def _toy() -> Budget:
     #   (the paper: 10%): at 10%, LongPPL bottomed out after 6-8 N(S1) of constant-LR LCCP and
     #   rose again while ShortPPL kept falling (S1, S3, S4); at 3% it falls through Dl = 30
     #   (benchmarks/toy_lccp_lr_probe.py, chapter 2).
+# - RoPE bases 1e4 / 5e7 / 5e8: ABF at LCCP raises the base 5,000x, not the paper's 50x (and
+#   the extension 10x, as the paper's). At 5e5 the grid's LCCP was still recovering from the
+#   base change at Dl = 10-30, more slowly at larger N (S4 no better than S3 at Dl = 10), an
+#   N x Dl interaction the additive law cannot fit, and S2's LongPPL rose with Ds. At 5e7
+#   the drop of log LongPPL from Dl = 10 to 30 is the same at every probed scale (0.21-0.24
+#   nats; 0.06-0.12 at 5e5), and S2 falls with Ds (benchmarks/toy_lccp_lr_probe.py
+#   --rope-bases, chapter 2).
     v, ml = 1024, 8192
     lr = 1e-2
 
@@ -338,7 +347,7 @@ def _toy() -> Budget:
     scales = {s: ScaleSpec(name=s, model=m, batch_short=32, batch_long=2, lr=lr, warmup_steps=40,
                            paper_n_params=PAPER_N[s]) for s, m in shapes.items()}
     return Budget(
-        name="toy", short_seq_len=128, long_seq_len=1024, ext_seq_len=4096, rope_bases=PAPER_ROPE_BASES,
+        name="toy", short_seq_len=128, long_seq_len=1024, ext_seq_len=4096, rope_bases=TOY_ROPE_BASES,
         multiple_scale=1.0, token_unit="S1", lccp_lr_frac=0.03,
         ds_multiples=PAPER_DS_MULTIPLES[:3], dl_multiples=PAPER_DL_MULTIPLES[:3],
         s5_configs=PAPER_S5_CONFIGS[:3],
@@ -388,7 +397,8 @@ def _smoke() -> Budget:
         # numbers (chapters 3-4 at smoke: 125 s against 277 s with the toy's BPE); the BPE
         # path is covered by the unit tests and by the toy book.
         toy, name="smoke", tokenizer="byte", short_seq_len=8, long_seq_len=64, ext_seq_len=256, multiple_scale=k,
-        token_unit=None, lccp_lr_frac=0.1,  # each scale's own N and LCCP at lr/10, as at full
+        # each scale's own N, and LCCP at lr/10 with the paper's RoPE bases, as at full
+        token_unit=None, lccp_lr_frac=0.1, rope_bases=PAPER_ROPE_BASES,
         ds_multiples=_scaled(PAPER_DS_MULTIPLES[::2], k), dl_multiples=_scaled(PAPER_DL_MULTIPLES[::2], k),
         s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS[:5:2]),
         s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,

@@ -289,6 +289,37 @@ ch.save_figure(fig, "toy_lccp_lr_probe")
 # `benchmarks/results/toy_lccp_lr_probe.jsonl`.
 # :::
 
+# %% [markdown]
+# **The LCCP RoPE base.** At 3% of the short LR, LongPPL falls through $D_l$ = 30, but on the
+# first grid at that rate the fall was still the recovery from the base change: raising the
+# RoPE base from 1e4 to 5e5 (the paper's ABF step) takes S1's ShortPPL from about 4.5 to 7.
+# The recovery was slower at larger N, so the drop from $D_l$ = 10 to 30 differed between
+# scales. The additive law (Eq. 2) has no $N \times D_l$ term, so such a drop is what it cannot
+# fit. The same probe with other LCCP RoPE bases (`--rope-bases`; records in
+# `benchmarks/results/toy_lccp_rope_probe.jsonl`) measures that drop at each scale:
+
+# %%
+rope_records = pd.concat([
+    # the LR probe ran at the paper's ABF target, 5e5, with the grid's weight decay
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_lr_probe.jsonl", lines=True)
+    .assign(rope_base=5e5, weight_decay=0.1),
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_rope_probe.jsonl", lines=True)])
+lccp_rope = toy_design.lccp_rope_table(rope_records)
+rope_drops = toy_design.lccp_rope_drops(lccp_rope, 0.03, 270, 10, 30)
+ch.save_table(rope_drops, "toy_lccp_rope_probe")
+ch.markdown(toy_design.lccp_rope_findings(lccp_rope, 0.03, 10, 30))
+
+# %% [markdown]
+# At 5e7 the drop is the same at every probed scale within 0.03 nats, against 0.06 nats (as
+# large as the drop itself) at 5e5, and S2, whose LongPPL rose with $D_s$ on the first grid,
+# falls with it. The toy grid therefore raises the base 5,000x at LCCP (1e4 -> 5e7), not the
+# paper's 50x, and the extension keeps the paper's 10x (5e7 -> 5e8). A base this large makes
+# most of a 32-dim head's RoPE bands nearly constant over 1,024 tokens; the paper's 4K model
+# already has a base (1e4) close to its context, where the toy's 128-token short stage has a
+# base 78x its context; one reading is that the first ABF step of the toy moves bands its short
+# stage did use, and a larger step moves them past where they matter at 1,024 tokens.
+# `full` keeps the paper's bases.
+
 # %%
 design = toy_design.grid_design_table(b if b.name == "toy" else get_budget("toy"), grid_shapes, lccp_copy)
 ch.save_table(design, "toy_grid_design")

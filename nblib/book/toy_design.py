@@ -317,6 +317,11 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
          f"every probed shape copies 32 tokens back by {onset.max() / 1e6:.1f}M tokens at the latest (table below)"),
         ("LCCP / extension contexts", f"{b.long_seq_len} / {b.ext_seq_len} (8x, 4x)", "32K / 128K (8x, 4x)",
          "the paper's ratios; 8x at a tenth of the LR carried copying farthest at d32 (LCCP table above)"),
+        ("RoPE bases", " / ".join(f"{x:.0e}".replace("e+0", "e") for x in b.rope_bases)
+         + f" (ABF x{b.rope_bases[1] / b.rope_bases[0]:,.0f} at LCCP, x{b.rope_bases[2] / b.rope_bases[1]:,.0f} at the extension)",
+         "1e4 / 5e5 / 5e6 (x50, x10)",
+         "the drop of log LongPPL from Dl = 10 to 30 N(S1) is the same at every scale at 5e7, not at 5e5 "
+         "(RoPE-base probe above), and S2 falls with Ds"),
         ("token unit", f"N(S1) = {b.n_params('S1'):,} tokens at every scale", "each scale's N",
          "copying sets in after a similar number of tokens at every width (table below)"),
         ("Ds", ", ".join(f"{d:g}" for d in b.ds_multiples) + " x N(S1) = "
@@ -371,4 +376,61 @@ def lccp_lr_findings(table: pd.DataFrame) -> str:
                                           " (still falling at the end)")
                      + f"; ShortPPL {'falls throughout' if short_falls else 'does not fall throughout'} "
                      f"({g['ShortPPL'].iloc[1]:.2f} -> {last['ShortPPL']:.2f}).")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- LCCP RoPE base
+def lccp_rope_table(records: pd.DataFrame) -> pd.DataFrame:
+    """`lccp_lr_table` of `benchmarks/toy_lccp_lr_probe.py --rope-bases` records, with the LCCP
+    RoPE base and weight decay of each trajectory as columns."""
+    rows = []
+    for r in records.itertuples(index=False):
+        for p in r.points:
+            rows.append({"scale": r.scale, "Ds": r.ds_mult, "RoPE base": r.rope_base, "weight decay": r.weight_decay,
+                         "LCCP LR / short LR": r.lr_frac, "Dl": p["dl_mult"], "LongPPL": p["longppl"],
+                         "ShortPPL": p["shortppl"]})
+    return pd.DataFrame(rows)
+
+
+def lccp_rope_drops(table: pd.DataFrame, lr_frac: float, ds: float, dl_from: float, dl_to: float) -> pd.DataFrame:
+    """How far log LongPPL falls from Dl = dl_from to dl_to along each probed trajectory at
+    (lr_frac, ds), one row per RoPE base and one column per scale. The additive law (LCCP paper
+    Eq. 2) has no N x Dl term, so it needs this drop to be the same at every N: the row's
+    spread across scales is the interaction the law cannot fit."""
+    sel = table[(table["LCCP LR / short LR"] == lr_frac) & (table["Ds"] == ds) & (table["weight decay"] == 0.1)]
+    log_ppl = sel.pivot_table(index=["RoPE base", "scale"], columns="Dl", values="LongPPL").apply(np.log)
+    drops = (log_ppl[dl_from] - log_ppl[dl_to]).unstack("scale")
+    spread = drops.max(axis=1) - drops.min(axis=1)
+    drops["spread across scales"] = spread.where(drops.count(axis=1) > 1)
+    return drops
+
+
+def _base(b: float) -> str:
+    return f"{b:.0e}".replace("e+0", "e")
+
+
+def lccp_rope_findings(table: pd.DataFrame, lr_frac: float, dl_from: float, dl_to: float) -> str:
+    """The RoPE-base probe in words: per base, the drop of log LongPPL from dl_from to dl_to at
+    the largest probed Ds and its spread across scales (`lccp_rope_drops`), and, for a scale
+    probed at several Ds, whether LongPPL at dl_to falls with Ds."""
+    ds = table["Ds"].max()
+    drops = lccp_rope_drops(table, lr_frac, ds, dl_from, dl_to)
+    lines = []
+    for base, row in drops.iterrows():
+        per = ", ".join(f"{s} {v:.3f}" for s, v in row.drop("spread across scales").dropna().items())
+        if np.isnan(row["spread across scales"]):
+            continue
+        lines.append(f"- RoPE base {_base(base)}, LCCP at {lr_frac:g} x the short LR, Ds = {ds:g}: log LongPPL falls "
+                     f"from Dl = {dl_from:g} to {dl_to:g} by {per} nats; spread across scales "
+                     f"**{row['spread across scales']:.3f}**.")
+    sel = table[(table["LCCP LR / short LR"] == lr_frac) & (table["Dl"] == dl_to) & (table["weight decay"] == 0.1)]
+    for (scale, base), g in sel.groupby(["scale", "RoPE base"]):
+        if g["Ds"].nunique() < 2:
+            continue
+        g = g.sort_values("Ds")
+        falls = bool((np.diff(g["LongPPL"].to_numpy()) < 0).all())
+        lines.append(f"- {scale}, RoPE base {_base(base)}: LongPPL at Dl = {dl_to:g} is "
+                     + " / ".join(f"{v:.2f}" for v in g["LongPPL"]) + " at Ds = "
+                     + " / ".join(f"{d:g}" for d in g["Ds"]) + (" (falls with Ds)." if falls else
+                                                               " (**does not fall with Ds**)."))
     return "\n".join(lines)

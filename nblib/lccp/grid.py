@@ -5,7 +5,7 @@ trains what the store does not have yet. Every function takes a resolved `Budget
 entry points (a chapter, the monitor CLI) resolve its name once with `get_budget`. Stages:
   short   4K-analogue pre-training, WSD (8:1 warmup+stable : decay), one shared stable run
           per scale with the five decays branched from it;
-  long    32K-analogue LCCP from a short-stage endpoint, ABF RoPE base 1e4 -> 5e5,
+  long    32K-analogue LCCP from a short-stage endpoint, ABF RoPE base rope_bases[0] -> [1] (1e4 -> 5e5 at full),
           Linear-Decay from the 4K terminal LR (lr/10; Budget.lccp_lr) to a tenth of it, or Constant;
   ref     the LongPPL reference model (the paper uses Llama-3.1-8B; toy budgets train one).
 """
