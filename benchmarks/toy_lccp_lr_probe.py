@@ -14,7 +14,8 @@ line per trajectory goes to benchmarks/results/toy_lccp_lr_probe.jsonl.
 
 It trains the short stages it needs (the grid's own configs) when the store lacks them.
 --rope-bases and --weight-decay probe other LCCP settings (the next rung of chapter 2's ladder);
-their records go to benchmarks/results/toy_lccp_rope_probe.jsonl:
+their records go to benchmarks/results/toy_lccp_rope_probe.jsonl (--heads and --head-size give the
+probed scales another head layout, records in benchmarks/results/toy_s2_heads_probe.jsonl):
 
     python benchmarks/toy_lccp_lr_probe.py --scales S1 --rope-bases 100000 5000000 50000000 \
         --lr-fracs 0.03 0.1 --out benchmarks/results/toy_lccp_rope_probe.jsonl
@@ -63,6 +64,8 @@ def main(argv=None):
     p.add_argument("--weight-decay", type=float, default=None,
                    help="LCCP weight decay (default: the trainer's, the paper's 0.1)")
     p.add_argument("--dl-max", type=float, default=0, help="last Dl point (0: the budget's largest Dl)")
+    p.add_argument("--heads", type=int, default=0, help="query heads of the probed scales (0: the budget's)")
+    p.add_argument("--head-size", type=int, default=0, help="their width (0: the budget's, d / heads)")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=str(OUT))
@@ -70,6 +73,15 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     b = get_budget(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
+    if a.heads or a.head_size:  # another head layout for the probed scales (chapter 2's S2 probe)
+        scales = dict(b.scales)
+        for scale in a.scales:
+            m = dict(scales[scale].model)
+            m["n_heads"] = a.heads or m["n_heads"]
+            if a.head_size:
+                m["head_size"] = a.head_size
+            scales[scale] = dataclasses.replace(scales[scale], model=m)
+        b = dataclasses.replace(b, scales=scales)
     store = RunStore(a.run_root)
     ev = Evaluator.build(b, store)
     for scale in a.scales:
@@ -95,7 +107,11 @@ def main(argv=None):
                     r = ev.run(run, grid.checkpoint_step(run.config, dl))
                     points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
                 out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
-                       "rope_base": rope, "weight_decay": cfg.optimizer.get("weight_decay", 0.1), "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1), "run": cfg.hash,
+                       "rope_base": rope, "weight_decay": cfg.optimizer.get("weight_decay", 0.1), "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1),
+                       "heads": b.scale(scale).model["n_heads"],
+                       "head_size": b.scale(scale).model.get("head_size") or
+                       b.scale(scale).model["d_model"] // b.scale(scale).model["n_heads"],
+                       "n_params": b.n_params(scale), "run": cfg.hash,
                        "wall_s": round(wall, 1), "points": points}
                 print(json.dumps(out), flush=True)
                 append_jsonl(a.out, out)

@@ -258,12 +258,14 @@ def llama_variant(name: str) -> dict:
 
 
 def _llama(*, vocab: int, d: int, layers: int, heads: int, kv: int, ff: int, max_len: int, tie: bool = False,
-           variant: str = "plain") -> dict:
+           variant: str = "plain", head_size: int | None = None) -> dict:
     """LlamaConfig fields of one shape (RoPE base 1e4 for the short stage, App. A.3), with the
-    fields of `variant` (LLAMA_VARIANTS) added."""
+    fields of `variant` (LLAMA_VARIANTS) added; `head_size` only where heads are not d / heads
+    wide (the field is left out otherwise, so existing run hashes stay)."""
     out = dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv, d_ff=ff,
                rope_base=1e4, max_seq_len=max_len)
-    return {**out, **({"tie_embeddings": True} if tie else {}), **llama_variant(variant)}
+    return {**out, **({"tie_embeddings": True} if tie else {}), **llama_variant(variant),
+            **({} if head_size is None else {"head_size": head_size})}
 
 
 def _scaled(values, k):
@@ -328,22 +330,28 @@ def _toy() -> Budget:
     #   (the paper: 10%): at 10%, LongPPL bottomed out after 6-8 N(S1) of constant-LR LCCP and
     #   rose again while ShortPPL kept falling (S1, S3, S4); at 3% it falls through Dl = 30
     #   (benchmarks/toy_lccp_lr_probe.py, chapter 2).
-# - RoPE bases 1e4 / 5e7 / 5e8: ABF at LCCP raises the base 5,000x, not the paper's 50x (and
-#   the extension 10x, as the paper's). At 5e5 the grid's LCCP was still recovering from the
-#   base change at Dl = 10-30, more slowly at larger N (S4 no better than S3 at Dl = 10), an
-#   N x Dl interaction the additive law cannot fit, and S2's LongPPL rose with Ds. At 5e7
-#   the drop of log LongPPL from Dl = 10 to 30 is the same at every probed scale (0.21-0.24
-#   nats; 0.06-0.12 at 5e5), and S2 falls with Ds (benchmarks/toy_lccp_lr_probe.py
-#   --rope-bases, chapter 2).
+    # - RoPE bases 1e4 / 5e7 / 5e8: ABF at LCCP raises the base 5,000x, not the paper's 50x (and
+    #   the extension 10x, as the paper's). At 5e5 the grid's LCCP was still recovering from the
+    #   base change at Dl = 10-30, more slowly at larger N (S4 no better than S3 at Dl = 10), an
+    #   N x Dl interaction the additive law cannot fit. At 5e7 the drop of log LongPPL from
+    #   Dl = 10 to 30 is the same at every probed scale (0.21-0.24 nats; 0.06-0.12 at 5e5)
+    #   (benchmarks/toy_lccp_lr_probe.py --rope-bases, chapter 2).
+    # - S2 is d48 with two heads of 32 (head_size; attention 64 wide, as Gemma 3 decouples
+    #   heads from d_model), the head width of every other scale, and the N of one 48-dim head.
+    #   One 48-dim head made S2 the outlier: better than S3 at Ds = 90 after LCCP and flat in
+    #   Ds (log LongPPL 3.186 / 3.195 / 3.188 at Ds = 90 / 180 / 270, Dl = 10, constant LCCP);
+    #   two heads of 32 fall with Ds (3.274 / 3.254 / 3.243), as every other scale does
+    #   (benchmarks/toy_lccp_lr_probe.py --heads 2 --head-size 32, chapter 2).
     v, ml = 1024, 8192
     lr = 1e-2
 
-    def shape(d, heads):
+    def shape(d, heads, head_size=None):
         # SwiGLU width 8d/3 rounded down to a multiple of 8 (Llama's proportion)
         return _llama(vocab=v, d=d, layers=2, heads=heads, kv=1, ff=int(8 * d / 3) // 8 * 8, max_len=ml, tie=True,
-                      variant="smeared")
+                      variant="smeared", head_size=head_size)
 
-    shapes = {"S1": shape(32, 1), "S2": shape(48, 1), "S3": shape(64, 2), "S4": shape(96, 3), "S5": shape(128, 4)}
+    shapes = {"S1": shape(32, 1), "S2": shape(48, 2, head_size=32), "S3": shape(64, 2), "S4": shape(96, 3),
+              "S5": shape(128, 4)}
     scales = {s: ScaleSpec(name=s, model=m, batch_short=32, batch_long=2, lr=lr, warmup_steps=40,
                            paper_n_params=PAPER_N[s]) for s, m in shapes.items()}
     return Budget(

@@ -239,7 +239,7 @@ ch.markdown(toy_design.ladder_findings(lr_batch_summary, lccp_copy, costs))
 #
 # The grid this book trains (chapters 3-5) came out of the probes above and the smeared-key
 # ablation below. The last probe fixed the shapes: the 2-layer smeared-key model at each of
-# the five widths, with heads of 32 dimensions (48 at d48), trained like the grid's short
+# the five widths, with heads of 32 dimensions (one of 48 at d48), trained like the grid's short
 # stage at constant LR for 2M tokens (`benchmarks/toy_lr_batch_probe.py --out
 # benchmarks/results/toy_grid_shapes.jsonl`), then continued by the LCCP probe (its rows with
 # heads of 32 in the LCCP table above). Every width copies from 32 tokens back within 1M
@@ -319,6 +319,27 @@ ch.markdown(toy_design.lccp_rope_findings(lccp_rope, 0.03, 10, 30))
 # base 78x its context; one reading is that the first ABF step of the toy moves bands its short
 # stage did use, and a larger step moves them past where they matter at 1,024 tokens.
 # `full` keeps the paper's bases.
+#
+# **S2's heads.** On the first grid at base 5e7, S2 (d48, one head of 48 dimensions, the only
+# scale whose heads are not 32 wide) was still the outlier: after LCCP it beat S3 at the
+# smallest $D_s$ and stayed flat in $D_s$. The same probe with S2's head layout changed
+# (`--heads`, `--head-size`; records in `benchmarks/results/toy_s2_heads_probe.jsonl`), next
+# to the 48-dim head's records at base 5e7 above:
+
+# %%
+s2_heads = toy_design.lccp_rope_table(pd.concat([
+    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_s2_heads_probe.jsonl", lines=True),
+    rope_records[(rope_records.scale == "S2") & (rope_records.rope_base == 5e7)].assign(heads=1, head_size=48)]),
+    extra=("heads", "head_size"))
+s2_table = toy_design.s2_heads_table(s2_heads, lr_frac=0.03, dls=(10, 30))
+ch.save_table(s2_table, "toy_s2_heads_probe")
+s2_table.round(3)
+
+# %% [markdown]
+# With two heads of 32 (attention 64 wide on a 48-wide stream, as Gemma 3 decouples head
+# width from $d$; the same N as one head of 48), S2's LongPPL falls with $D_s$ at every $D_l$,
+# as at every other scale; one head of 32 also falls with $D_s$ but has fewer parameters. The
+# grid's S2 is d48 with two heads of 32, so every scale has heads of 32.
 
 # %%
 design = toy_design.grid_design_table(b if b.name == "toy" else get_budget("toy"), grid_shapes, lccp_copy)

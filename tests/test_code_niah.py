@@ -88,3 +88,60 @@ def test_bad_input_names_the_value():
         C.make_task("niah_single_2_code", TOK, 16, 1, haystack=HAY)
     with pytest.raises(ValueError, match="too short"):
         C.make_task("niah_single_2_code", TOK, 40, 1, haystack=HAY)
+
+
+# ------------------------------------------------------------------ the levers of chapter 5's ladder
+@pytest.fixture(scope="module")
+def lever_samples():
+    return {(t, hf, kf): C.make_task(t, TOK, 384, 4, seed=1, haystack=HAY, haystack_form=hf, key_form=kf)
+            for t in C.TASKS for hf in ("comments", "prose") for kf in C.KEY_FORMS} | {
+        (t, "code", "word"): C.make_task(t, TOK, 384, 4, seed=1, haystack=HAY, key_form="word") for t in C.TASKS}
+
+
+def _body(s):
+    """The haystack lines of a sample: between the header and the question, needle left out."""
+    (a, b), = s.needles
+    start, end = s.prompt.index("\n") + 1, s.prompt.index("\n# What is the magic")
+    return (s.prompt[start:a] + s.prompt[b + 1:end]).split("\n")
+
+
+def test_levers_keep_rulers_sizing_depths_and_scoring(lever_samples):
+    for (t, hf, kf), ss in lever_samples.items():
+        assert all(0.99 * 384 <= len(TOK.encode(s.text)) == s.n_tokens <= 384 for s in ss), (t, hf, kf)
+        assert [s.depth for s in ss] == pytest.approx(np.linspace(0, 1, 4))
+        assert all(s.prompt.count(s.answer_prefix) == 1 for s in ss)  # asked once, hidden once
+        preds = [" " + re.search(re.escape(s.answer_prefix) + r" '?([0-9a-f-]+)'?\n", s.prompt).group(1) for s in ss]
+        assert R.score_task(ss, preds) == 100.0 and R.score_task(ss, [""] * len(ss)) == 0.0
+
+
+def test_comment_haystacks_are_comments_and_prose_has_no_other_assignment(lever_samples):
+    for (t, hf, kf), ss in lever_samples.items():
+        for s in ss:
+            lines = _body(s)
+            if hf in ("comments", "prose"):
+                assert all(ln == "" or ln.startswith("# ") for ln in lines), (t, hf)
+            if hf == "prose":
+                assert not any("=" in ln for ln in lines) and s.prompt.count("=") == 1, (t, kf)
+            if t == "niah_single_1_code" and hf != "code":  # RULER's own noise sentences
+                assert {ln for ln in lines[1:-1]} <= {f"# {x.strip()}." for x in R.NOISE.split(".") if x.strip()}
+
+
+def test_word_keys_are_one_token_and_assigned_only_in_the_needle(lever_samples):
+    for (t, hf, kf), ss in lever_samples.items():
+        if kf != "word":
+            continue
+        for s in ss:
+            key = s.meta["keys"][0]
+            assert s.answer_prefix == f"{key} =" and len(TOK.encode(key)) == 1 and key.isidentifier()
+            assert not re.search(rf"(?<![\w.]){key}\s*=(?!=)", "\n".join(_body(s)))
+
+
+def test_lever_defaults_and_bad_forms():
+    default = C.make_task("niah_single_2_code", TOK, 256, 2, haystack=HAY)
+    assert [s.text for s in C.make_task("niah_single_2_code", TOK, 256, 2, haystack=HAY, haystack_form="code",
+                                        key_form="magic")] == [s.text for s in default]
+    assert "haystack_form" not in default[0].meta  # the default samples (and their caches) are unchanged
+    with pytest.raises(ValueError, match="haystack_form='essay'"):
+        C.make_task("niah_single_2_code", TOK, 256, 1, haystack=HAY, haystack_form="essay")
+    with pytest.raises(ValueError, match="key_form='uuid'"):
+        C.make_task("niah_single_2_code", TOK, 256, 1, haystack=HAY, key_form="uuid")

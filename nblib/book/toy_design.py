@@ -307,7 +307,7 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
     onset = shapes["copies from tokens"]
     s1_ds = b.n_tokens("S1", b.ds_multiples[0])
     rows = [
-        ("shapes", ", ".join(f"{s} d{m[s]['d_model']} ({m[s]['d_model'] // m[s]['n_heads']}-dim heads)" for s in SCALES)
+        ("shapes", ", ".join(f"{s} d{m[s]['d_model']} ({m[s]['n_heads']} x {m[s].get('head_size') or m[s]['d_model'] // m[s]['n_heads']}-dim heads)" for s in SCALES)
          + "; 2 layers, 1 KV head, tied embeddings, smeared keys",
          "Llama, 31M-821M non-embedding", "copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 "
          f"{gain_range('heads of 32, smeared')} nats, heads of 16 {gain_range('heads of 16, smeared')} (LCCP table above)"),
@@ -380,16 +380,32 @@ def lccp_lr_findings(table: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------------------------- LCCP RoPE base
-def lccp_rope_table(records: pd.DataFrame) -> pd.DataFrame:
+def lccp_rope_table(records: pd.DataFrame, extra=()) -> pd.DataFrame:
     """`lccp_lr_table` of `benchmarks/toy_lccp_lr_probe.py --rope-bases` records, with the LCCP
-    RoPE base and weight decay of each trajectory as columns."""
+    RoPE base and weight decay of each trajectory as columns, and the record fields `extra`."""
     rows = []
-    for r in records.itertuples(index=False):
-        for p in r.points:
-            rows.append({"scale": r.scale, "Ds": r.ds_mult, "RoPE base": r.rope_base, "weight decay": r.weight_decay,
-                         "LCCP LR / short LR": r.lr_frac, "Dl": p["dl_mult"], "LongPPL": p["longppl"],
-                         "ShortPPL": p["shortppl"]})
+    for r in records.to_dict(orient="records"):
+        for p in r["points"]:
+            rows.append({"scale": r["scale"], "Ds": r["ds_mult"], "RoPE base": r["rope_base"],
+                         "weight decay": r["weight_decay"], "LCCP LR / short LR": r["lr_frac"], "Dl": p["dl_mult"],
+                         "LongPPL": p["longppl"], "ShortPPL": p["shortppl"]} | {k: r[k] for k in extra})
     return pd.DataFrame(rows)
+
+
+def s2_heads_table(table: pd.DataFrame, lr_frac: float, dls=(10, 30)) -> pd.DataFrame:
+    """Chapter 2's S2 head-layout probe: log LongPPL at each Dl in `dls` and Ds, one row per
+    head layout (`lccp_rope_table(..., extra=("heads", "head_size"))` at `lr_frac`), and whether
+    it falls with Ds at every one of those Dl (as the monotonicity check of chapter 3 asks)."""
+    sel = table[(table["LCCP LR / short LR"] == lr_frac) & table["Dl"].isin(dls)].copy()
+    sel["layout"] = [f"{h} x {w}" for h, w in zip(sel["heads"], sel["head_size"])]
+    out = sel.pivot_table(index="layout", columns=["Dl", "Ds"], values="LongPPL").apply(np.log)
+    out.columns = [f"log LongPPL, Dl {dl:g}, Ds {ds:g}" for dl, ds in out.columns]
+    falls = {}
+    for layout, g in sel.groupby("layout"):
+        falls[layout] = all(bool((np.diff(gg.sort_values("Ds")["LongPPL"].to_numpy()) < 0).all())
+                            for _, gg in g.groupby("Dl"))
+    out["falls with Ds at every Dl"] = pd.Series(falls)
+    return out
 
 
 def lccp_rope_drops(table: pd.DataFrame, lr_frac: float, ds: float, dl_from: float, dl_to: float) -> pd.DataFrame:

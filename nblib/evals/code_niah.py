@@ -21,9 +21,23 @@ line's left side, so a model that retrieves by copying (an induction head) can a
 Sizing, depths, keys and values follow `nblib.evals.ruler` (same helpers): prompts within 1%
 of `length` tokens, the needle's depth evenly over [0, 1] across a task's samples, keys from
 the haystack's own words, needles inserted at line starts only.
+
+Two levers change the form and nothing else (sizing, depths, values and `string_match_all`
+stay RULER's); chapter 5 measures them on the toy's S5:
+- `haystack_form`: "code" (above); "comments", every haystack line a comment (RULER's noise
+  sentences one per line for niah_single_1_code, the held-out documents' lines commented out
+  for the others); "prose", as "comments" with every line holding an "=" dropped, so the
+  needle is the only assignment in the context.
+- `key_form`: "magic" (`magic_number_{key} = ...`, above) or "word", the needle key a single
+  haystack word that is one token of the tokenizer, not a keyword, and never assigned in the
+  haystack (`{key} = ...`, answered from `{key} =`): the key and " =" together occur only in
+  the needle.
 """
 
 from __future__ import annotations
+
+import keyword
+import re
 
 import numpy as np
 
@@ -36,17 +50,38 @@ NEEDLE = "magic_{noun}_{key} = {literal}\n"
 QUESTION = "\n# What is the magic {noun} for {key}?\n"
 ANSWER = "magic_{noun}_{key} ="
 LINE_START = r"\n"
+HAYSTACK_FORMS = ("code", "comments", "prose")
+KEY_FORMS = ("magic", "word")
 _SPEC = {"niah_single_1_code": ("noise", "numbers"), "niah_single_2_code": ("essay", "numbers"),
          "niah_single_3_code": ("essay", "uuids")}
 
 
-def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack=()) -> list[R.Sample]:
+def _as_comments(src: str, drop_assignments: bool) -> str:
+    """Every line of `src` as a comment line ("# ..."); blank lines stay blank; with
+    `drop_assignments`, lines holding an "=" are left out first."""
+    lines = [ln for ln in src.split("\n") if not (drop_assignments and "=" in ln)]
+    return "\n".join(f"# {ln.strip()}" if ln.strip() else "" for ln in lines)
+
+
+def _one_token_keys(words: list[str], tokenizer, src: str) -> list[str]:
+    """Haystack words that are a single token at a line start, not a Python keyword, and never
+    the target of an assignment in `src`."""
+    return [w for w in words if len(tokenizer.encode(w)) == 1 and len(tokenizer.encode("\n" + w)) == 2
+            and not keyword.iskeyword(w) and not keyword.issoftkeyword(w)
+            and not re.search(rf"(?<![\w.]){w}\s*=(?!=)", src)]
+
+
+def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack=(), haystack_form: str = "code",
+              key_form: str = "magic") -> list[R.Sample]:
     """n samples of one code-format single-needle task, `length` tokens each (within 1%), the
     needle's depth evenly spread over [0, 1]; `haystack`: the corpus's held-out documents (keys
-    come from their words; niah_single_2/3_code also hide the needle in them). The same
-    arguments give the same samples."""
+    come from their words; niah_single_2/3_code also hide the needle in them); `haystack_form`
+    and `key_form` as in the module docstring. The same arguments give the same samples."""
     if task not in TASKS:
         raise ValueError(f"task={task!r} is not allowed; allowed: {', '.join(TASKS)}")
+    if haystack_form not in HAYSTACK_FORMS or key_form not in KEY_FORMS:
+        raise ValueError(f"haystack_form={haystack_form!r}, key_form={key_form!r}; allowed: haystack_form one of "
+                         f"{', '.join(HAYSTACK_FORMS)}, key_form one of {', '.join(KEY_FORMS)}")
     if not (isinstance(n, int) and n >= 1) or not (isinstance(length, int) and length >= 32):
         raise ValueError(f"n={n!r}, length={length!r}; allowed: n an int >= 1, length an int >= 32")
     texts = list(haystack)
@@ -59,14 +94,28 @@ def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack
     out = []
     for i, depth in enumerate(depths):
         rng = np.random.default_rng([seed, 100 + TASKS.index(task), length, i])
-        key = R._key("words", rng, words, set())
+        if key_form == "magic":  # the original draw order, so the default samples never change
+            key = R._key("words", rng, words, set())
         value = R._value(value_kind, rng)
         literal = value if value_kind == "numbers" else repr(value)
-        src = NOISE_CODE * (16 * length // len(NOISE_CODE) + 1) if hay_kind == "noise" else \
-            R._haystack_source("essay", texts, rng)
-        needle = NEEDLE.format(noun=noun, key=key, literal=literal)
+        if hay_kind == "essay":
+            src = R._haystack_source("essay", texts, rng)
+            src = src if haystack_form == "code" else _as_comments(src, drop_assignments=haystack_form == "prose")
+        elif haystack_form == "code":
+            src = NOISE_CODE * (16 * length // len(NOISE_CODE) + 1)
+        else:  # RULER's own noise sentences, one comment line each
+            lines = "".join(f"# {x.strip()}.\n" for x in R.NOISE.split(".") if x.strip())
+            src = lines * (16 * length // len(lines) + 1)
+        if key_form == "word":
+            pool = _one_token_keys(words, tokenizer, src)
+            if len(pool) < 8:
+                raise ValueError(f"key_form='word' needs >= 8 one-token words never assigned in the haystack; "
+                                 f"this one has {len(pool)}")
+            key = pool[int(rng.integers(0, len(pool)))]
+            needle, prefix = f"{key} = {literal}\n", f"{key} ="
+        else:
+            needle, prefix = NEEDLE.format(noun=noun, key=key, literal=literal), ANSWER.format(noun=noun, key=key)
         head, question = HEADER.format(noun=noun), QUESTION.format(noun=noun, key=key)
-        prefix = ANSWER.format(noun=noun, key=key)
 
         def build(c, src=src, needle=needle, head=head, question=question, prefix=prefix, depth=float(depth)):
             ctx, spans = R._insert(src[:c], [(depth, needle)], boundary=LINE_START)
@@ -75,5 +124,7 @@ def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack
 
         text, n_tok, spans = R._fit(build, tokenizer, length, len(src))
         out.append(R.Sample(task, text[: len(text) - len(prefix)], prefix, [value], n_tok, float(depth), spans,
-                            {"keys": [key], "kind": value_kind}))
+                            {"keys": [key], "kind": value_kind}
+                            | ({} if (haystack_form, key_form) == ("code", "magic") else
+                               {"haystack_form": haystack_form, "key_form": key_form})))
     return out

@@ -175,3 +175,15 @@ def table14(longppl: pd.DataFrame, ruler: pd.DataFrame, ruler_ext: pd.DataFrame 
         rows.append({"stage": stage, "metric": metric, "Raw": t["Raw"].mean(), "Last4": t["Last4"].mean(),
                      "Delta": t["Last4"].mean() - t["Raw"].mean(), "points": len(t)})
     return pd.DataFrame(rows).set_index(["stage", "metric"])
+
+
+def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Chapter 5's ladder of code-needle levers (`benchmarks/toy_code_needle_levers.py`): one
+    row per (haystack form, key form, length, Dl/N, protocol), the mean over the three
+    single-needle subtasks of RULER's score (x100), of the teacher-forced needle gain (nats per
+    value token, with the needle against without it) and of the first-value-token hit rate."""
+    keys = ["haystack_form", "key_form", "length", "dl", "protocol"]
+    t = records.drop_duplicates(keys + ["task"], keep="last").groupby(keys, sort=False)
+    out = t.agg(score=("score", "mean"), needle_gain=("needle_gain", "mean"),
+                first_token_hit=("first_token_hit", "mean"), tasks=("task", "nunique"))
+    return out.rename(columns={"needle_gain": "needle gain (nats/token)", "first_token_hit": "first-token hit"})

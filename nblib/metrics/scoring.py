@@ -28,6 +28,9 @@ import torch
 from .hf import HFScorer, hf_encode_with_offsets, load_hf_tokenizer
 from .nll import HEAD_CHUNK_BYTES, check_ids, module_fingerprint, nll_from_hidden
 
+LATER_FIELDS = ("head_size",)  # LlamaConfig.head_size: None means d_model // n_heads, as before it existed
+
+
 class NblibScorer:
     """A `nblib.models` decoder (hidden_states + logits_from_hidden) and an nblib tokenizer
     (encode_with_offsets) behind the scoring interface. Puts the model in eval mode."""
@@ -40,7 +43,10 @@ class NblibScorer:
             raise TypeError(f"tokenizer {type(tokenizer).__name__} has no encode_with_offsets(text)")
         self.model, self.tokenizer, self.head_chunk_bytes = model.eval(), tokenizer, head_chunk_bytes
         cfg = getattr(model, "config", None)
-        cfg_json = json.dumps(getattr(cfg, "__dict__", {}), sort_keys=True, default=str)
+        # a config field added later (LATER_FIELDS) at its default None is the old behaviour: left
+        # out, so the identity of every model that does not set it stays what it was
+        fields = {k: v for k, v in getattr(cfg, "__dict__", {}).items() if not (k in LATER_FIELDS and v is None)}
+        cfg_json = json.dumps(fields, sort_keys=True, default=str)
         tok_id = getattr(tokenizer, "tokenizer_id", type(tokenizer).__name__)
         self.identity = f"nblib-{type(model).__name__}-{module_fingerprint(model, cfg_json)}-tok-{tok_id}"
         self.device = next(model.parameters()).device

@@ -101,13 +101,21 @@ class LlamaConfig:
     rope_scaling: dict | None = None  # {"type": "yarn", "factor": s, "original_max_seq_len": L}
     # Smeared keys (Olsson et al. 2022): not the paper's Llama; budgets.py turns it on at toy and smoke
     smear_keys: bool = False
+    # Width of one attention head; None: d_model // n_heads, Llama's. Set where a width does not
+    # split into heads of the size the other scales have (toy S2: d48 with one head of 32);
+    # q/o project d_model <-> n_heads * head_size as in transformers' LlamaConfig.head_dim.
+    head_size: int | None = None
 
     def __post_init__(self):
         check_config_ints(self, ["vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
                                  "d_ff", "max_seq_len"])
-        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model ({self.d_model}) must split into n_heads ({self.n_heads}) "
-                             f"heads of even size")
+        if self.head_size is None:
+            if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+                raise ValueError(f"d_model ({self.d_model}) must split into n_heads ({self.n_heads}) "
+                                 f"heads of even size, or head_size must be set")
+        elif isinstance(self.head_size, bool) or not isinstance(self.head_size, int) or self.head_size < 2 \
+                or self.head_size % 2:
+            raise ValueError(f"LlamaConfig.head_size must be None or an even int >= 2, got {self.head_size!r}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
         if not self.rope_base > 1:
@@ -118,7 +126,7 @@ class LlamaConfig:
 
     @property
     def head_dim(self):
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads if self.head_size is None else self.head_size
 
 
 class Llama(DecoderLM):

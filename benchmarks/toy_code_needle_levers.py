@@ -1,0 +1,139 @@
+"""What makes the toy's S5 answer a code-form needle: the levers of chapter 5's ladder.
+
+Chapter 5 scores RULER's three single-needle subtasks written as code (`nblib.evals.code_niah`)
+on the S5 Constant trajectory (LCCP paper §5.1, Fig. 7). On the toy they score 0: asked
+`magic_number_{key} =`, S5 writes a generic Python value. A 2-layer smeared-key model matches
+one token back, and " =" is everywhere in a Python haystack, so its induction head spreads over
+every assignment; the needle is one of many. Each lever changes the task's *form* only
+(`code_niah.make_task`'s `haystack_form` and `key_form`; RULER's sizing, depths, values and
+`string_match_all` stay), or the model (the trajectory point, Raw or Last4):
+
+- haystack_form "comments": every haystack line a comment, "prose": comments without the
+  lines holding an "=", so the needle is the only assignment;
+- key_form "word": the key a single token, never assigned in the haystack, so the key and
+  " =" together occur only in the needle.
+
+For each (form, point, protocol) it records RULER's score (greedy decoding through the KV
+cache, as chapter 5) and two teacher-forced measures that show progress before a needle is
+answered: the mean log-probability per token of the needle's value after the answer prefix,
+its gain over the same prompt with the needle line removed (nats per token; 0: the model does
+not use the needle), and the share of prompts whose first value token is the model's argmax.
+One JSON line per (form, length, point, protocol, task) goes to
+benchmarks/results/toy_code_needle_levers.jsonl. It reads the book's run store (chapter 4's
+S5 trajectory must exist: run chapters 1-4 first).
+
+    python benchmarks/toy_code_needle_levers.py --forms code:magic comments:magic prose:magic \
+        prose:word code:word --points 10 120 --samples 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nblib.budgets import get_budget
+from nblib.data import get_corpus, get_tokenizer
+from nblib.evals import code_niah as CN
+from nblib.evals import ruler as R
+from nblib.lccp import experiments
+from nblib.lccp.merge import merge
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunStore
+
+OUT = Path(__file__).resolve().parent / "results" / "toy_code_needle_levers.jsonl"
+
+
+@torch.no_grad()
+def needle_logprobs(model, tokenizer, sample: R.Sample) -> dict:
+    """Teacher-forced: log-probabilities of the needle's right-hand side (the value as written
+    in the needle) after the prompt + answer prefix, with the needle in the prompt and with
+    the needle line removed; and whether the first value token is the argmax."""
+    (a, b), = sample.needles[:1]
+    cont = sample.prompt[a:b][len(sample.answer_prefix):]  # " 8418021" or " '<uuid>'"
+    without = sample.prompt[:a] + sample.prompt[b + 1:]  # the needle line and its newline gone
+    out = {}
+    for name, prompt in (("with", sample.prompt), ("without", without)):
+        ctx = tokenizer.encode(prompt + sample.answer_prefix)
+        full = tokenizer.encode(prompt + sample.answer_prefix + cont)
+        if full[:len(ctx)] != ctx:
+            raise ValueError(f"the value {cont!r} merges with the answer prefix in the tokenizer; "
+                             "the teacher-forced score needs a clean token boundary")
+        ids = torch.as_tensor(full, dtype=torch.long)[None]
+        logits, _ = model(ids[:, :-1])
+        logp = torch.log_softmax(logits.float(), dim=-1)[0]
+        tgt = ids[0, len(ctx):]
+        lp = logp[len(ctx) - 1:].gather(-1, tgt[:, None])[:, 0]
+        out[name] = float(lp.mean())
+        if name == "with":
+            out["first_hit"] = bool(logp[len(ctx) - 1].argmax() == tgt[0])
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget", default="toy")
+    p.add_argument("--scale", default="S5")
+    p.add_argument("--forms", nargs="+", default=["code:magic", "comments:magic", "prose:magic", "code:word",
+                                                   "prose:word"],
+                   help="haystack_form:key_form pairs (nblib.evals.code_niah)")
+    p.add_argument("--points", type=float, nargs="+", default=[10, 120], help="Dl/N points of the trajectory")
+    p.add_argument("--protocols", nargs="+", default=["Raw", "Last4"], choices=["Raw", "Last4"])
+    p.add_argument("--lengths", type=int, nargs="+", default=[0], help="prompt lengths (0: the LCCP context)")
+    p.add_argument("--samples", type=int, default=20, help="prompts per subtask")
+    p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=str(OUT))
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    b = get_budget(a.budget)
+    tok = get_tokenizer(b.tokenizer)
+    hay = [d.text for d in get_corpus(b.corpus).split("eval")]
+    store = RunStore(a.run_root)
+    cfg = experiments.trajectory_config(b, a.scale)
+    if not store.run(cfg).is_complete():
+        raise SystemExit(f"error: the {a.scale} trajectory ({cfg.hash}) is not in {a.run_root}; run chapters 1-4 first")
+    run = store.run(cfg)
+    forms = []
+    for f in a.forms:
+        hf, _, kf = f.partition(":")
+        if hf not in CN.HAYSTACK_FORMS or kf not in CN.KEY_FORMS:
+            raise SystemExit(f"error: form {f!r}; allowed: haystack_form:key_form with haystack_form one of "
+                             f"{', '.join(CN.HAYSTACK_FORMS)} and key_form one of {', '.join(CN.KEY_FORMS)}")
+        forms.append((hf, kf))
+    lengths = [n or b.ruler_len or b.long_seq_len for n in a.lengths]
+    for dl in a.points:
+        steps = {"Raw": [experiments.step_at(run, dl)],
+                 "Last4": experiments.last4_steps(run, dl, b.s5_ckpt_every)}
+        for protocol in a.protocols:
+            s = steps[protocol]
+            model = run.load_model(s[0]) if len(s) == 1 else run.load_model(
+                state_dict=merge("lastM", [run.checkpoint(x).weights for x in s], iterations=s))
+            model.eval()
+            for length in lengths:
+                for hf, kf in forms:
+                    for task in CN.TASKS:
+                        t0 = time.time()
+                        samples = CN.make_task(task, tok, length, a.samples, seed=0, haystack=hay,
+                                               haystack_form=hf, key_form=kf)
+                        preds = R.predict(model, tok, samples, b.ruler_max_new)
+                        lps = [needle_logprobs(model, tok, smp) for smp in samples]
+                        rec = {"budget": b.name, "scale": a.scale, "run": run.hash, "dl": dl, "protocol": protocol,
+                               "length": length, "haystack_form": hf, "key_form": kf, "task": task,
+                               "n": len(samples), "score": R.score_task(samples, preds),
+                               "value_logprob": float(np.mean([x["with"] for x in lps])),
+                               "needle_gain": float(np.mean([x["with"] - x["without"] for x in lps])),
+                               "first_token_hit": float(np.mean([x["first_hit"] for x in lps])),
+                               "example": preds[len(preds) // 2][:40], "wall_s": round(time.time() - t0, 1)}
+                        append_jsonl(a.out, rec)
+                        print(f"Dl {dl:g} {protocol:5s} {length} {hf}:{kf} {task}: score {rec['score']:.0f}, "
+                              f"gain {rec['needle_gain']:+.2f} nats/token, first-token hit "
+                              f"{rec['first_token_hit']:.2f}, e.g. {rec['example']!r}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
