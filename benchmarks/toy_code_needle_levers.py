@@ -57,8 +57,8 @@ def needle_logprobs(model, tokenizer, sample: R.Sample) -> dict:
     without = sample.prompt[:a] + sample.prompt[b + 1:]  # the needle line and its newline gone
     out = {}
     for name, prompt in (("with", sample.prompt), ("without", without)):
-        ctx = tokenizer.encode(prompt + sample.answer_prefix)
-        full = tokenizer.encode(prompt + sample.answer_prefix + cont)
+        ctx = list(tokenizer.encode(prompt + sample.answer_prefix))
+        full = list(tokenizer.encode(prompt + sample.answer_prefix + cont))
         if full[:len(ctx)] != ctx:
             raise ValueError(f"the value {cont!r} merges with the answer prefix in the tokenizer; "
                              "the teacher-forced score needs a clean token boundary")

@@ -310,9 +310,9 @@ ch.save_table(rope_drops, "toy_lccp_rope_probe")
 ch.markdown(toy_design.lccp_rope_findings(lccp_rope, 0.03, 10, 30))
 
 # %% [markdown]
-# At 5e7 the drop is the same at every probed scale within 0.03 nats, against 0.06 nats (as
-# large as the drop itself) at 5e5, and S2, whose LongPPL rose with $D_s$ on the first grid,
-# falls with it. The toy grid therefore raises the base 5,000x at LCCP (1e4 -> 5e7), not the
+# At 5e7 the spread of the drop across scales is a small part of the drop; at 5e5 it is about
+# as large as the drop itself. At $D_l$ = 30, S2's LongPPL also falls with $D_s$ at 5e7, not at
+# 5e5 (at $D_l$ = 10 it does not yet: S2's heads, below). The toy grid therefore raises the base 5,000x at LCCP (1e4 -> 5e7), not the
 # paper's 50x, and the extension keeps the paper's 10x (5e7 -> 5e8). A base this large makes
 # most of a 32-dim head's RoPE bands nearly constant over 1,024 tokens; the paper's 4K model
 # already has a base (1e4) close to its context, where the toy's 128-token short stage has a

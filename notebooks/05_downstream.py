@@ -276,6 +276,57 @@ ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
 # ([chapter 3](03_scaling_law.ipynb)'s `copy_gain.csv`), but a needle asks for a match on a
 # key name several tokens long, among many assignments with the same shape, where a random
 # segment matches on every token.
+
+# %% [markdown]
+# ### What would make S5 answer? The levers, measured
+#
+# The code form removes English; it does not remove the competition. A needle asks the model
+# to find `magic_number_{key} =` among the haystack's assignments and copy what follows. A
+# 2-layer model with smeared keys matches one token back: from the final ` =`, its induction
+# head can attend to every token that follows an ` =`, and a Python haystack has many. The
+# ladder below (`benchmarks/toy_code_needle_levers.py`) changes one thing at a time and keeps
+# RULER's sizing, depths, values and `string_match_all` (`code_niah.make_task`'s
+# `haystack_form` and `key_form`):
+#
+# - **comments**: every haystack line a comment (RULER's own noise sentences for
+#   `niah_single_1_code`, the held-out files' lines commented out for the others);
+# - **prose**: as comments, with every line holding an `=` dropped, so the needle is the only
+#   assignment in the prompt;
+# - **word key**: the key one token that is never assigned in the haystack (`{key} = ...`), so
+#   the key and ` =` together occur only in the needle;
+# - **LCCP tokens**: the first and the last trajectory point, Raw and Last4.
+#
+# Besides RULER's score it records two teacher-forced measures that move before a needle is
+# answered: the needle gain (the value's log-probability per token with the needle in the
+# prompt minus without it) and how often the value's first token is the model's argmax.
+
+# %%
+lever_path = REPO_ROOT / "benchmarks" / "results" / "toy_code_needle_levers.jsonl"
+lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame({"run": []})
+lever_records = lever_records[lever_records["run"] == run.hash]  # this trajectory's records only
+if len(lever_records):
+    levers = downstream.needle_lever_table(lever_records)
+    ch.save_table(levers, "code_needle_levers", runs=[run])
+    display(levers.round(3))
+    ch.markdown(findings.needle_lever_findings(levers))
+else:
+    print(f"no lever records for this trajectory ({run.hash}) in {lever_path}; "
+          f"run benchmarks/toy_code_needle_levers.py after chapter 4")
+
+# %% [markdown]
+# S5 reads the needle: with it in the prompt, every value token is more likely by most of a
+# nat or more, in every form. Fewer competing assignments help the first token: in the prose
+# haystack it is the top prediction on about two in five prompts at the first point, against
+# one in six in code. What S5 does not do is copy the rest: a 7-digit value is five or six
+# BPE pieces (` 1`, `2`, `34`, ...), each of which follows many other tokens in the prompt, so
+# a one-token-back match loses the thread after the first piece and the model goes on with
+# the haystack's own text. RULER's `string_match_all` needs the whole value, so every score
+# stays 0. More LCCP tokens make it worse, not better: from the first to the last point the
+# needle gain and the first-token hit rate fall in every form, as S5's LongPPL rises along the
+# trajectory after its minimum ([chapter 4](04_constant_last4.ipynb)'s monitor table). In the
+# probe rows above, Part 2's Model B (four layers, Gemma 3-style) answers some code-form needles
+# at its context and Model A of the same depth none: two layers may be too few to copy a
+# multi-token value, and a deeper S5 is the next rung to measure.
 #
 # ## Fig. 8b, Fig. 14 and Fig. 15: long-context SFT
 #

@@ -87,7 +87,7 @@ def test_toy_scales_can_copy_past_the_short_context():
     assert 10 <= ns[-1] / ns[0] <= 20 and ns == sorted(ns)
     for s in SCALES:
         m = b.scale(s).model
-        assert m["n_layers"] == 2 and m["d_model"] // m["n_heads"] >= 32 and m["tie_embeddings"]
+        assert m["n_layers"] == 2 and (m.get("head_size") or m["d_model"] // m["n_heads"]) >= 32 and m["tie_embeddings"]
         assert m["n_kv_heads"] == 1 and m["smear_keys"]
     assert b.tokenizer.startswith("bpe:")
     assert b.n_tokens("S1", b.ds_multiples[0]) >= 2_000_000

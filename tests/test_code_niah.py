@@ -119,11 +119,14 @@ def test_comment_haystacks_are_comments_and_prose_has_no_other_assignment(lever_
         for s in ss:
             lines = _body(s)
             if hf in ("comments", "prose"):
-                assert all(ln == "" or ln.startswith("# ") for ln in lines), (t, hf)
+                cut = [ln for ln in lines if ln][-1]  # the haystack's last line may be cut short
+                assert all(ln == "" or ln.startswith("# ") or (ln == cut and "# ".startswith(ln[:2]))
+                           for ln in lines), (t, hf)
             if hf == "prose":
                 assert not any("=" in ln for ln in lines) and s.prompt.count("=") == 1, (t, kf)
-            if t == "niah_single_1_code" and hf != "code":  # RULER's own noise sentences
-                assert {ln for ln in lines[1:-1]} <= {f"# {x.strip()}." for x in R.NOISE.split(".") if x.strip()}
+            if t == "niah_single_1_code" and hf != "code":  # RULER's own noise sentences, the last one may be cut
+                noise = {f"# {x.strip()}." for x in R.NOISE.split(".") if x.strip()}
+                assert all(any(n.startswith(ln) for n in noise) for ln in lines if ln), (hf, kf)
 
 
 def test_word_keys_are_one_token_and_assigned_only_in_the_needle(lever_samples):
@@ -133,7 +136,7 @@ def test_word_keys_are_one_token_and_assigned_only_in_the_needle(lever_samples):
         for s in ss:
             key = s.meta["keys"][0]
             assert s.answer_prefix == f"{key} =" and len(TOK.encode(key)) == 1 and key.isidentifier()
-            assert not re.search(rf"(?<![\w.]){key}\s*=(?!=)", "\n".join(_body(s)))
+            assert not re.search(rf"{key}\s*=", "\n".join(_body(s)))
 
 
 def test_lever_defaults_and_bad_forms():

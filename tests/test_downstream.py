@@ -39,3 +39,16 @@ def test_table14_is_last4_minus_raw():
     assert p.loc[("LCCP", "RULER, LCCP context"), "Delta"] == 10.0
     assert p.loc[("long-context SFT", "benchmark average")].tolist() == [11.0, 14.0, 3.0, 1]
     assert p.loc[("4x extension", "RULER, extended context"), "points"] == 0
+
+
+def test_needle_lever_table_means_over_tasks_and_keeps_the_last_record():
+    rows = []
+    for task, score, gain, hit in (("a", 0.0, 0.1, 0.0), ("b", 30.0, 0.5, 0.5), ("c", 60.0, 0.9, 1.0)):
+        rows.append(dict(haystack_form="prose", key_form="word", length=64, dl=10, protocol="Raw", task=task,
+                         score=score, needle_gain=gain, first_token_hit=hit))
+    # a re-run of task "a" replaces the first record
+    rows.append(dict(rows[0], score=90.0, needle_gain=1.1, first_token_hit=1.0))
+    t = D.needle_lever_table(pd.DataFrame(rows))
+    row = t.loc[("prose", "word", 64, 10, "Raw")]
+    assert row["score"] == 60.0 and np.isclose(row["needle gain (nats/token)"], 2.5 / 3)
+    assert np.isclose(row["first-token hit"], 2.5 / 3) and row["tasks"] == 3

@@ -554,3 +554,26 @@ def test_init_scales():
     gem = Gemma3(Gemma3Config(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8,
                               d_ff=48, window=8))
     assert all((p == 0).all() for n, p in gem.named_parameters() if "norm" in n)
+
+
+def test_llama_head_size_decoupled_from_width_matches_transformers():
+    """LlamaConfig.head_size (toy S2: heads of 32 on d48) is transformers' LlamaConfig.head_dim:
+    q/o project d_model <-> n_heads * head_size; logits and N's closed form agree."""
+    pytest.importorskip("transformers")
+    for hs in (12, 4):  # attention wider and narrower than d_model = 32
+        model = small("llama", head_size=hs, smear_keys=False)
+        assert model.blocks[0].attn.q_proj.weight.shape == (4 * hs, 32)
+        _randomize_all(model)
+        hf = transformers_twin(model, attn_implementation="eager")
+        idx = torch.randint(0, V, (2, 30))
+        torch.testing.assert_close(model(idx)[0], hf(idx).logits, atol=1e-5, rtol=1e-4)
+        L, d, nh, nkv, ff = 2, 32, 4, 2, 48
+        assert model.n_params(non_embedding=False) == 2 * V * d + L * (2 * d * nh * hs + 2 * d * nkv * hs + 3 * d * ff
+                                                                       + 2 * d) + d
+
+
+def test_llama_head_size_must_be_even():
+    for bad in (7, 0, True, 3.0):
+        with pytest.raises(ValueError, match=f"head_size must be None or an even int >= 2, got {bad!r}"):
+            build_model("llama", dict(vocab_size=V, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=48,
+                                      max_seq_len=64, head_size=bad))

@@ -316,6 +316,29 @@ def code_needle_findings(code_needles: pd.DataFrame, probe: pd.DataFrame | None)
     return bullets(lines)
 
 
+def needle_lever_findings(levers: pd.DataFrame) -> str:
+    """Chapter 5's ladder of code-needle levers in words (`downstream.needle_lever_table`): per
+    form, RULER's score at the last point, and the teacher-forced needle gain and first-token
+    hit rate from the first to the last point (Raw), and which forms answer at all."""
+    lines = []
+    t = levers.reset_index()
+    first, last = t.dl.min(), t.dl.max()
+    for (hf, kf, length), g in t.groupby(["haystack_form", "key_form", "length"], sort=False):
+        raw = g[g.protocol == "Raw"].set_index("dl").reindex([first, last])  # NaN where a point was not probed
+        l4 = g[g.protocol == "Last4"].set_index("dl").reindex([first, last])
+        gain = raw["needle gain (nats/token)"]
+        hit = raw["first-token hit"]
+        lines.append(f"haystack `{hf}`, key `{kf}`, {length} tokens: score {raw.loc[last, 'score']:.1f} (Raw) / "
+                     f"{l4.loc[last, 'score']:.1f} (Last4) at Dl/N = {last:g}; needle gain {gain.loc[first]:+.2f} -> "
+                     f"{gain.loc[last]:+.2f} nats per value token, first value token the argmax on "
+                     f"{hit.loc[first]:.0%} -> {hit.loc[last]:.0%} of prompts (Raw, Dl/N = {first:g} -> {last:g}).")
+    answered = t[t.score > 0]
+    lines.append("No form is answered at any point: S5 reads the needle (positive gain) but does not copy the whole "
+                 "value greedily." if answered.empty else
+                 f"Answered (score > 0): {len(answered)} of {len(t)} (form, point, protocol) rows.")
+    return bullets(lines)
+
+
 def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t14: pd.DataFrame,
                         length: int) -> str:
     """Chapter 5's conclusions next to the LCCP paper's: which RULER subtasks fit and where

@@ -65,10 +65,11 @@ def _as_comments(src: str, drop_assignments: bool) -> str:
 
 def _one_token_keys(words: list[str], tokenizer, src: str) -> list[str]:
     """Haystack words that are a single token at a line start, not a Python keyword, and never
-    the target of an assignment in `src`."""
+    followed by "=" anywhere in `src`, not even as the end of a longer name ("variable =" rules
+    out "able"): the key's token and " =" then meet only in the needle."""
     return [w for w in words if len(tokenizer.encode(w)) == 1 and len(tokenizer.encode("\n" + w)) == 2
             and not keyword.iskeyword(w) and not keyword.issoftkeyword(w)
-            and not re.search(rf"(?<![\w.]){w}\s*=(?!=)", src)]
+            and not re.search(rf"{w}\s*=", src)]
 
 
 def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack=(), haystack_form: str = "code",
@@ -107,7 +108,7 @@ def make_task(task: str, tokenizer, length: int, n: int, seed: int = 0, haystack
             lines = "".join(f"# {x.strip()}.\n" for x in R.NOISE.split(".") if x.strip())
             src = lines * (16 * length // len(lines) + 1)
         if key_form == "word":
-            pool = _one_token_keys(words, tokenizer, src)
+            pool = _one_token_keys(words, tokenizer, src[: 16 * length])  # no prompt uses more of src
             if len(pool) < 8:
                 raise ValueError(f"key_form='word' needs >= 8 one-token words never assigned in the haystack; "
                                  f"this one has {len(pool)}")
