@@ -1,0 +1,57 @@
+"""Copy gain along the S5 Constant trajectory: is the late rise of its LongPPL a loss of copying?
+
+At toy, constant-LR LCCP (3% of the short LR, RoPE base 5e7) takes S5's LongPPL to a minimum
+near Dl = 35 N(S1) and back up by Dl = 120 while ShortPPL keeps falling (chapter 4's monitor
+table); the paper's trajectory keeps falling to 120N (LCCP paper §4.2, Fig. 6). This probe
+measures the random-segment copy gain (`nblib.metrics.probes.copy_gain`, chapter 3's) of the
+trajectory's checkpoints at several distances. One JSON line per checkpoint goes to
+benchmarks/results/toy_trajectory_copy_probe.jsonl. It reads the book's store (run chapters 1-4).
+
+    python benchmarks/toy_trajectory_copy_probe.py --points 10 35 60 90 120
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from nblib.budgets import get_budget
+from nblib.data import get_tokenizer
+from nblib.lccp import experiments
+from nblib.metrics.probes import copy_gain_table
+from nblib.store.atomic import append_jsonl
+from nblib.store.runstore import RunStore
+
+OUT = Path(__file__).resolve().parent / "results" / "toy_trajectory_copy_probe.jsonl"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget", default="toy")
+    p.add_argument("--scale", default="S5")
+    p.add_argument("--points", type=float, nargs="+", default=[10, 35, 60, 90, 120], help="Dl/N of the checkpoints")
+    p.add_argument("--distances", type=int, nargs="+", default=[32, 128, 256, 512])
+    p.add_argument("--run-root", default="runs")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=str(OUT))
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    b = get_budget(a.budget)
+    tok = get_tokenizer(b.tokenizer)
+    run = RunStore(a.run_root).run(experiments.trajectory_config(b, a.scale))
+    if not run.is_complete():
+        raise SystemExit(f"error: the {a.scale} trajectory ({run.hash}) is not in {a.run_root}; run chapters 1-4 first")
+    for dl in a.points:
+        step = experiments.step_at(run, dl)
+        gains = copy_gain_table({dl: run.load_model(step)}, tok.vocab_size, tok.eos_id, a.distances).iloc[0]
+        rec = {"budget": b.name, "scale": a.scale, "run": run.hash, "dl": dl, "step": step,
+               "gain": {str(d): float(gains[f"gain @{d}"]) for d in a.distances}}
+        append_jsonl(a.out, rec)
+        print(rec, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
