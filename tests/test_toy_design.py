@@ -107,3 +107,24 @@ def test_smear_ablation_summary_and_verdict():
 def test_smear_ablation_rejects_other_records():
     with pytest.raises(ValueError, match=r"lack columns \['seed', 'variant'\].*--variant"):
         TD.smear_ablation_table(RECORDS)
+
+
+def test_lccp_rope_drops_and_s2_heads_table_known_answers():
+    """The RoPE-base probe's drop of log LongPPL between two Dl points, its spread across scales
+    (NaN with one scale), and the S2 head table's 'falls with Ds' verdict, on made-up records."""
+    from nblib.book.toy_design import lccp_rope_drops, lccp_rope_table, s2_heads_table
+
+    def rec(scale, base, ds, l10, l30, heads=1, hs=32):
+        return {"scale": scale, "ds_mult": ds, "lr": 3e-4, "lr_frac": 0.03, "rope_base": base, "weight_decay": 0.1,
+                "heads": heads, "head_size": hs,
+                "points": [{"dl_mult": 10, "longppl": l10, "shortppl": 5.0}, {"dl_mult": 30, "longppl": l30, "shortppl": 4.0}]}
+    recs = pd.DataFrame([rec("S1", 5e7, 270, np.e ** 3.4, np.e ** 3.2), rec("S4", 5e7, 270, np.e ** 3.0, np.e ** 2.7),
+                         rec("S1", 5e5, 270, np.e ** 3.3, np.e ** 3.2)])
+    drops = lccp_rope_drops(lccp_rope_table(recs), 0.03, 270, 10, 30)
+    assert np.allclose(drops.loc[5e7, ["S1", "S4"]].to_numpy(float), [0.2, 0.3])
+    assert np.isclose(drops.loc[5e7, "spread across scales"], 0.1) and np.isnan(drops.loc[5e5, "spread across scales"])
+    s2 = pd.DataFrame([rec("S2", 5e7, ds, l10, l30, heads=h) for h, vals in ((1, (30, 29, 28)), (2, (30, 31, 28)))
+                       for ds, l10, l30 in zip((90, 180, 270), vals, (20, 19, 18))])
+    t = s2_heads_table(lccp_rope_table(s2, extra=("heads", "head_size")), 0.03)
+    assert t.loc["1 x 32", "falls with Ds at every Dl"] and not t.loc["2 x 32", "falls with Ds at every Dl"]
+    assert np.isclose(t.loc["2 x 32", "log LongPPL, Dl 10, Ds 180"], np.log(31))

@@ -349,14 +349,16 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
 
 
 # ---------------------------------------------------------------------------------------- LCCP LR
-def lccp_lr_table(records: pd.DataFrame) -> pd.DataFrame:
+def lccp_lr_table(records: pd.DataFrame, extra=()) -> pd.DataFrame:
     """One row per (scale, LCCP LR fraction, Dl point) of `benchmarks/toy_lccp_lr_probe.py`:
-    LongPPL and ShortPPL along a Constant LCCP trajectory (Dl in units of the budget's token unit)."""
+    LongPPL and ShortPPL along a Constant LCCP trajectory (Dl in units of the budget's token
+    unit), with the record fields `extra` as columns."""
     rows = []
-    for r in records.itertuples(index=False):
-        for p in r.points:
-            rows.append({"scale": r.scale, "Ds": r.ds_mult, "LCCP LR / short LR": r.lr_frac, "LCCP LR": r.lr,
-                         "Dl": p["dl_mult"], "LongPPL": p["longppl"], "ShortPPL": p["shortppl"]})
+    for r in records.to_dict(orient="records"):
+        for p in r["points"]:
+            rows.append({"scale": r["scale"], "Ds": r["ds_mult"], "LCCP LR / short LR": r["lr_frac"], "LCCP LR": r["lr"],
+                         "Dl": p["dl_mult"], "LongPPL": p["longppl"], "ShortPPL": p["shortppl"]}
+                        | {k: r[k] for k in extra})
     return pd.DataFrame(rows)
 
 
@@ -383,13 +385,8 @@ def lccp_lr_findings(table: pd.DataFrame) -> str:
 def lccp_rope_table(records: pd.DataFrame, extra=()) -> pd.DataFrame:
     """`lccp_lr_table` of `benchmarks/toy_lccp_lr_probe.py --rope-bases` records, with the LCCP
     RoPE base and weight decay of each trajectory as columns, and the record fields `extra`."""
-    rows = []
-    for r in records.to_dict(orient="records"):
-        for p in r["points"]:
-            rows.append({"scale": r["scale"], "Ds": r["ds_mult"], "RoPE base": r["rope_base"],
-                         "weight decay": r["weight_decay"], "LCCP LR / short LR": r["lr_frac"], "Dl": p["dl_mult"],
-                         "LongPPL": p["longppl"], "ShortPPL": p["shortppl"]} | {k: r[k] for k in extra})
-    return pd.DataFrame(rows)
+    return lccp_lr_table(records, extra=("rope_base", "weight_decay", *extra)).rename(
+        columns={"rope_base": "RoPE base", "weight_decay": "weight decay"})
 
 
 def s2_heads_table(table: pd.DataFrame, lr_frac: float, dls=(10, 30)) -> pd.DataFrame:
