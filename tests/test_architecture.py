@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import subproc
+
 PKG = Path(__file__).resolve().parents[1] / "nblib"
 
 
@@ -244,7 +246,7 @@ def test_notebooks_hold_no_fit_or_metric_loops(path):
 def test_old_commands_still_run_and_name_the_new_one(old, new):
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=120)
+    r = subproc.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "usage:" in r.stdout
     assert f"{old} moved to {new}" in r.stderr

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import subproc
+
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 
@@ -309,7 +311,7 @@ def test_render_sh_runs_the_renderer(tmp_path):
     write_site(site_dir, {"index": ("Home", [para(text("hi"))])})
     env = {**os.environ, "BUILD_DIRECTORY": str(out), "BOOK_PYTHON": sys.executable}
     env.pop("VIRTUAL_ENV", None)
-    res = subprocess.run(["sh", str(BOOK / "template" / "render.sh")], env=env,
+    res = subproc.run(["sh", str(BOOK / "template" / "render.sh")], env=env,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "<p>hi</p>" in (out / "index.html").read_text()
@@ -383,7 +385,7 @@ def test_sample_book_builds_offline(tmp_path):
     shutil.copytree(BOOK / "sample", book / "sample", ignore=ignore)
     shutil.copytree(BOOK / "template", book / "template", ignore=ignore)
     t0 = time.perf_counter()
-    res = subprocess.run([str(jupyter), "book", "build", "--html", "--strict"], cwd=book / "sample",
+    res = subproc.run([str(jupyter), "book", "build", "--html", "--strict"], cwd=book / "sample",
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     seconds = time.perf_counter() - t0
     assert res.returncode == 0, res.stdout + res.stderr
@@ -452,7 +454,7 @@ def test_book_builds_without_node_on_path_and_with_stdin_closed(tmp_path):
     shutil.copytree(BOOK / "template", book / "template", ignore=ignore)
     code = ("import sys; from pathlib import Path; from nblib.book.build import build_html, preflight_html; "
             "preflight_html(); build_html(Path(sys.argv[1]))")
-    proc = subprocess.run([sys.executable, "-c", code, str(book / "sample")], env=env, stdin=subprocess.DEVNULL,
+    proc = subproc.run([sys.executable, "-c", code, str(book / "sample")], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "preflight" in proc.stdout and proc.stdout.count("bundled Node.js v") == 2, proc.stdout

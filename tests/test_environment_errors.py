@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import subproc
 import torch
 
 from nblib import cli
@@ -38,7 +40,7 @@ def config(**kw) -> RunConfig:
 
 
 def train_cli(cfg_path: Path, root: Path):
-    p = subprocess.run([sys.executable, "-m", "nblib.training.train", str(cfg_path), "--run-root", str(root),
+    p = subproc.run([sys.executable, "-m", "nblib.training.train", str(cfg_path), "--run-root", str(root),
                         "--no-progress", "--no-wait"], capture_output=True, text=True, timeout=600, env=ENV,
                        stdin=subprocess.DEVNULL)
     return p.returncode, p.stderr

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import subproc
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -269,11 +271,11 @@ def test_unknown_family_and_corrupt_checkpoint_are_refused(runs, tmp_path, capsy
 def test_the_command_line(runs, tmp_path):
     """`python -m nblib.export` itself: exit 0 and a pointer to the next step; exit 2 and one line."""
     run = runs["gemma3"]
-    p = subprocess.run([sys.executable, "-m", "nblib.export", str(run.path), str(tmp_path / "o")],
+    p = subproc.run([sys.executable, "-m", "nblib.export", str(run.path), str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
     assert "Gemma3ForCausalLM" in p.stdout and "from_pretrained" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "nblib.export", str(run.path), str(tmp_path / "o")],
+    p = subproc.run([sys.executable, "-m", "nblib.export", str(run.path), str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
     assert_user_error(p.returncode, p.stderr, "not empty")
     assert "AutoModelForCausalLM" in E.__doc__ and "lm_eval" in E.__doc__ and "vllm" in E.__doc__

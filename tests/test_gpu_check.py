@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import subproc
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +21,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run(*args, timeout=300):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=ENV,
+    return subproc.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=ENV,
                           cwd=ROOT, timeout=timeout)
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import subproc
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
@@ -427,7 +429,7 @@ def test_save_merged_roundtrip(tmp_path):
 
 def run_cli(args):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "nblib.lccp.merge", *map(str, args)],
+    return subproc.run([sys.executable, "-m", "nblib.lccp.merge", *map(str, args)],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
 
 

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+import subproc
+
 from nblib.budgets import get_budget
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator
@@ -56,8 +58,8 @@ def test_monitor_cli_on_a_smoke_trajectory(tmp_path, capsys):
     assert long.hash == short.hash
     get_or_run(store, long, progress=False)
     cmd = [sys.executable, "-m", "nblib.lccp.monitor", *args]
-    ok = subprocess.run(cmd + ["--future", "1e6", "--plot", str(tmp_path / "m.png")], capture_output=True, text=True,
-                        env=ENV)
+    ok = subproc.run(cmd + ["--future", "1e6", "--plot", str(tmp_path / "m.png")], capture_output=True, text=True,
+                     env=ENV, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "Eq. 2 fit" in ok.stdout and "7 Last4 evaluation points" in ok.stdout and (tmp_path / "m.png").exists()
     # the run's Last4 points share Evaluator.merged's cache with the chapters: 7 memo entries

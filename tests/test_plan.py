@@ -8,6 +8,8 @@ import sys
 import papermill as pm
 import pytest
 
+import subproc
+
 from nblib.book import plan as P
 from nblib.budgets import SCALES, get_budget
 from nblib.gemma import pair
@@ -31,7 +33,7 @@ def _trained_tokens(configs) -> int:
 def test_full_lists_every_missing_input_at_once():
     names = [i.name for i in P.missing_inputs(FULL)]
     assert names == ["LCCP corpus", "tokenizer", "LongPPL reference model", "pair corpus", "pair tokenizer"]
-    r = subprocess.run([sys.executable, "-m", "nblib.book.plan", "--budget", "full"], capture_output=True, text=True,
+    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget", "full"], capture_output=True, text=True,
                        cwd=REPO_ROOT, timeout=300)
     assert r.returncode == 2
     assert "5 input(s) of budget 'full' are missing" in r.stdout
@@ -48,7 +50,7 @@ def test_chapter_selection_lists_only_its_inputs():
 
 
 def test_toy_has_everything_and_prints_its_compute():
-    r = subprocess.run([sys.executable, "-m", "nblib.book.plan", "--budget", "toy"], capture_output=True, text=True,
+    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget", "toy"], capture_output=True, text=True,
                        cwd=REPO_ROOT, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Nothing is missing." in r.stdout and "MISSING" not in r.stdout
@@ -58,7 +60,7 @@ def test_toy_has_everything_and_prints_its_compute():
 @pytest.mark.parametrize("args, says", [(["--budget", "huge"], "budget='huge'"), (["--mfu", "2"], "mfu=2.0"),
                                         (["--chapters", "11_nope"], "chapter '11_nope'")])
 def test_bad_values_are_named(args, says):
-    r = subprocess.run([sys.executable, "-m", "nblib.book.plan", *args], capture_output=True, text=True,
+    r = subproc.run([sys.executable, "-m", "nblib.book.plan", *args], capture_output=True, text=True,
                        cwd=REPO_ROOT, timeout=300)
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
 

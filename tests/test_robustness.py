@@ -21,6 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+import subproc
+from subproc import LOCAL_GLOO_ENV, LOCAL_TORCHRUN
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,7 +52,7 @@ def good_config(steps=12, every=3, **kw) -> dict:
 
 def run_module(module: str, *args, timeout=300, env=None):
     """`python -m module args`: (exit status, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
+    p = subproc.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
                        timeout=timeout, env=env or ENV, stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout, p.stderr
 
@@ -242,9 +245,9 @@ def test_second_trainer_refuses_or_waits_visibly_and_names_the_holder(locked_run
 def test_torchrun_trainer_refuses_a_locked_run(locked_run):
     cfg, root, run, holder = locked_run
     torchrun = Path(sys.executable).parent / "torchrun"
-    p = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.training.train", str(cfg), "--run-root",
-                        str(root), "--no-wait", "--no-progress"], capture_output=True, text=True, env=ENV,
-                       timeout=300)
+    p = subproc.run([str(torchrun), *LOCAL_TORCHRUN, "--nproc_per_node", "2", "-m", "nblib.training.train", str(cfg), "--run-root",
+                        str(root), "--no-wait", "--no-progress"], capture_output=True, text=True,
+                    env={**ENV, **LOCAL_GLOO_ENV}, timeout=300)
     assert p.returncode != 0
     assert f"is being written by pid {holder.pid}" in p.stderr
     assert not (run.path / "ckpt").exists()

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+import subproc
 from scipy.optimize import least_squares
 
 from nblib.lccp import scaling as sc
@@ -418,7 +420,7 @@ def test_table_errors_name_the_problem(noisy):
 # ---------------------------------------------------------------------------- CLI
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nblib.lccp.scaling", "fit", *map(str, args)],
+    return subproc.run([sys.executable, "-m", "nblib.lccp.scaling", "fit", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 

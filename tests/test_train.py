@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+import subproc
+from subproc import LOCAL_GLOO_ENV, LOCAL_TORCHRUN
 import torch
 
 from nblib.budgets import get_budget
@@ -155,8 +158,9 @@ def _torchrun(tmp_path, c, root, strategy):
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(c.to_dict()))
     torchrun = Path(sys.executable).parent / "torchrun"
-    subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "nblib.training.train", str(path), "--run-root", str(root),
-                    "--strategy", strategy, "--no-progress"], check=True, env=ENV, capture_output=True, timeout=300)
+    subproc.run([str(torchrun), *LOCAL_TORCHRUN, "--nproc_per_node", "2", "-m", "nblib.training.train", str(path), "--run-root", str(root),
+                    "--strategy", strategy, "--no-progress"], check=True, env={**ENV, **LOCAL_GLOO_ENV}, capture_output=True,
+                timeout=300)
     return RunStore(root).run(c)
 
 
@@ -180,7 +184,8 @@ def test_two_process_run_matches_single_process(tmp_path, strategy):
 def test_cli_rejects_bad_config(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model": {}, "nonsense": 1}))
-    proc = subprocess.run([sys.executable, "-m", "nblib.training.train", str(bad)], capture_output=True, text=True)
+    proc = subproc.run([sys.executable, "-m", "nblib.training.train", str(bad)], capture_output=True, text=True,
+                       timeout=120)
     assert proc.returncode == 2 and "nonsense" in proc.stderr
 
 

@@ -72,6 +72,11 @@ def _cells(nb) -> list:
 KERNEL_ENV = {"TQDM_MININTERVAL": "30", "TQDM_MAXINTERVAL": "120"}
 
 
+# A smoke cell takes seconds; one that hangs fails the test command after this, naming the cell
+# (toy and full cells train for many minutes and have no limit).
+SMOKE_CELL_TIMEOUT_S = 600
+
+
 def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True,
             env: dict | None = None) -> dict:
     """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}.
@@ -87,7 +92,8 @@ def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, l
     os.environ.update({k: os.environ.get(k) or v for k, v in kernel_env.items()})  # the kernel inherits them
     try:
         pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters=parameters,
-                            kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False)
+                            kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False,
+                            execution_timeout=SMOKE_CELL_TIMEOUT_S if budget == "smoke" else None)
     except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
         status, error = "failed", f"{type(e).__name__}: {str(e)[:2000]}"
     finally:
@@ -470,7 +476,8 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
     t0 = time.time()
     # one notebook per worker process, every core busy (the runs are already in the store)
     rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto",
-                          "--dist", "loadfile", "--nbval-lax", str(nbval_dir)], cwd=out_dir)
+                          "--dist", "loadfile", "--nbval-lax", "--nbval-cell-timeout", str(SMOKE_CELL_TIMEOUT_S),
+                          str(nbval_dir)], cwd=out_dir)
     print(f"[book] nbval-lax: {'passed' if rc == 0 else 'FAILED'} in {time.time() - t0:.1f} s", flush=True)
     return rc
 

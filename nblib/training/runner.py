@@ -78,7 +78,7 @@ def launch_torchrun(store: RunStore, config: RunConfig, nproc: int, strategy: st
     run = store.run(config)
     store.write_config(run)
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--nproc_per_node", str(nproc), "-m", "nblib.training.train", str(run.path / "config.json"),
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", str(nproc), "-m", "nblib.training.train", str(run.path / "config.json"),
            "--run-root", str(store.root), "--strategy", strategy]
     print("[nblib] launching:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
