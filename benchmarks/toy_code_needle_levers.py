@@ -22,13 +22,19 @@ One JSON line per (form, length, point, protocol, task) goes to
 benchmarks/results/toy_code_needle_levers.jsonl. It reads the book's run store (chapter 4's
 S5 trajectory must exist: run chapters 1-4 first).
 
+The model lever, `--layers L`: S5 with L layers (the budget's width, heads and token counts),
+its short stage and Constant trajectory trained into the store up to the largest point
+(a run of its own identity; the book's S5 is untouched):
+
     python benchmarks/toy_code_needle_levers.py --forms code:magic comments:magic prose:magic \
         prose:word code:word --points 10 120 --samples 20
+    python benchmarks/toy_code_needle_levers.py --layers 4 --forms prose:word code:magic --points 10 30
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -39,10 +45,11 @@ from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
-from nblib.lccp import experiments
+from nblib.lccp import experiments, grid
 from nblib.lccp.merge import merge
 from nblib.store.atomic import append_jsonl
 from nblib.store.runstore import RunStore
+from nblib.training.runner import get_or_run_many
 
 OUT = Path(__file__).resolve().parent / "results" / "toy_code_needle_levers.jsonl"
 
@@ -86,6 +93,8 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=int, default=20, help="prompts per subtask")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--layers", type=int, default=0,
+                   help="train and probe the scale with this many layers (0: the budget's model, from the store)")
     p.add_argument("--out", default=str(OUT))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -93,10 +102,17 @@ def main(argv=None) -> int:
     tok = get_tokenizer(b.tokenizer)
     hay = [d.text for d in get_corpus(b.corpus).split("eval")]
     store = RunStore(a.run_root)
+    if a.layers:  # the model lever: another depth, trained here up to the largest point
+        # a Constant trajectory's length is not part of its identity: train only to the last point
+        b = dataclasses.replace(b.with_model(a.scale, n_layers=a.layers), s5_trajectory=max(a.points))
+        short = grid.short_stage(b, a.scale)
+        get_or_run_many(store, [short.trunk, short.wsd[b.ds_multiples[-1]], experiments.trajectory_config(b, a.scale)],
+                        workers=1, desc=f"{a.scale} with {a.layers} layers")
     cfg = experiments.trajectory_config(b, a.scale)
     if not store.run(cfg).is_complete():
         raise SystemExit(f"error: the {a.scale} trajectory ({cfg.hash}) is not in {a.run_root}; run chapters 1-4 first")
     run = store.run(cfg)
+    layers = run.config.model["n_layers"]
     forms = []
     for f in a.forms:
         hf, _, kf = f.partition(":")
@@ -121,7 +137,7 @@ def main(argv=None) -> int:
                                                haystack_form=hf, key_form=kf)
                         preds = R.predict(model, tok, samples, b.ruler_max_new)
                         lps = [needle_logprobs(model, tok, smp) for smp in samples]
-                        rec = {"budget": b.name, "scale": a.scale, "run": run.hash, "dl": dl, "protocol": protocol,
+                        rec = {"budget": b.name, "scale": a.scale, "layers": layers, "run": run.hash, "dl": dl, "protocol": protocol,
                                "length": length, "haystack_form": hf, "key_form": kf, "task": task,
                                "n": len(samples), "score": R.score_task(samples, preds),
                                "value_logprob": float(np.mean([x["with"] for x in lps])),

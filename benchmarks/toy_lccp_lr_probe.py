@@ -74,14 +74,9 @@ def main(argv=None):
     b = get_budget(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     if a.heads or a.head_size:  # another head layout for the probed scales (chapter 2's S2 probe)
-        scales = dict(b.scales)
         for scale in a.scales:
-            m = dict(scales[scale].model)
-            m["n_heads"] = a.heads or m["n_heads"]
-            if a.head_size:
-                m["head_size"] = a.head_size
-            scales[scale] = dataclasses.replace(scales[scale], model=m)
-        b = dataclasses.replace(b, scales=scales)
+            b = b.with_model(scale, n_heads=a.heads or b.scale(scale).model["n_heads"],
+                             **({"head_size": a.head_size} if a.head_size else {}))
     store = RunStore(a.run_root)
     ev = Evaluator.build(b, store)
     for scale in a.scales:

@@ -219,6 +219,12 @@ class Budget:
     def scale(self, name: str) -> ScaleSpec:
         return self.scales[check_scale(name)]
 
+    def with_model(self, scale: str, **changes) -> "Budget":
+        """This budget with `scale`'s model config changed (a probe's variant: more layers,
+        another head layout); every other setting, and every other scale, stays."""
+        spec = self.scale(scale)
+        return replace(self, scales={**self.scales, scale: replace(spec, model={**spec.model, **changes})})
+
     def n_tokens(self, scale: str, multiple: float) -> int:
         """Tokens for a budget given as a multiple of the token unit: the scale's own
         non-embedding N, or the N of the scale named by `token_unit`."""

@@ -303,10 +303,12 @@ ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
 # %%
 lever_path = REPO_ROOT / "benchmarks" / "results" / "toy_code_needle_levers.jsonl"
 lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame({"run": []})
-lever_records = lever_records[lever_records["run"] == run.hash]  # this trajectory's records only
+# this trajectory's records, and its deeper variants' (the model lever)
+lever_records = downstream.needle_lever_records(lever_records, b, scale)
 if len(lever_records):
     levers = downstream.needle_lever_table(lever_records)
-    ch.save_table(levers, "code_needle_levers", runs=[run])
+    ch.save_table(levers, "code_needle_levers", runs=[run],
+                  extra={"lever runs": sorted(set(lever_records["run"]) - {run.hash})})
     display(levers.round(3))
     ch.markdown(findings.needle_lever_findings(levers))
 else:
@@ -323,10 +325,18 @@ else:
 # the haystack's own text. RULER's `string_match_all` needs the whole value, so every score
 # stays 0. More LCCP tokens make it worse, not better: from the first to the last point the
 # needle gain and the first-token hit rate fall in every form, as S5's LongPPL rises along the
-# trajectory after its minimum ([chapter 4](04_constant_last4.ipynb)'s monitor table). In the
-# probe rows above, Part 2's Model B (four layers, Gemma 3-style) answers some code-form needles
-# at its context and Model A of the same depth none: two layers may be too few to copy a
-# multi-token value, and a deeper S5 is the next rung to measure.
+# trajectory after its minimum ([chapter 4](04_constant_last4.ipynb)'s monitor table).
+#
+# **The model lever: depth.** In the probe rows above, Part 2's Model B (four layers, Gemma
+# 3-style) answers some code-form needles at its context and Model A of the same depth none.
+# The rows at 4 layers are S5 with four layers and everything else the grid's (width, heads,
+# smeared keys, $D_s$ = 270 N(S1), Constant LCCP at the grid's rate to $D_l$ = 30 N(S1), before
+# the 2-layer trajectory's LongPPL minimum), trained by the probe (`--layers 4`) into the
+# store under an identity of its own. Depth keeps the needle gain from falling over $D_l$ = 10-30
+# and, with the prose haystack and a one-token key, makes the first value token the argmax on
+# about half the prompts; it still copies no whole value, so every score stays 0. The value is
+# where it fails: after the first piece the model needs to match on the value's own earlier
+# pieces, and every piece follows many other tokens in the prompt.
 #
 # ## Fig. 8b, Fig. 14 and Fig. 15: long-context SFT
 #

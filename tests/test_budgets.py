@@ -1,5 +1,7 @@
 """Budgets and scales: one place, paper numbers at full, clear errors for bad values."""
 
+import dataclasses
+
 import pytest
 
 from nblib.budgets import (BUDGETS, PAPER_DL_MULTIPLES, PAPER_DS_MULTIPLES, PAPER_N, PAPER_S5_CONFIGS, SCALES, BudgetError, get_budget, get_scale)
@@ -113,3 +115,14 @@ def test_linear_decay_and_constant():
 def test_schedule_rejects_bad_kind():
     with pytest.raises(ValueError, match="cosine.*allowed"):
         Schedule("cosine", lr=1.0, total_steps=5)
+
+
+def test_with_model_changes_one_scales_model_only():
+    b = get_budget("toy")
+    v = b.with_model("S5", n_layers=4)
+    assert v.scale("S5").model == {**b.scale("S5").model, "n_layers": 4}
+    assert b.scale("S5").model["n_layers"] == 2  # the budget itself is untouched
+    assert all(v.scale(s) == b.scale(s) for s in ("S1", "S2", "S3", "S4"))
+    assert dataclasses.replace(v, scales=b.scales) == b  # nothing else moved
+    with pytest.raises(BudgetError, match="S9"):
+        b.with_model("S9", n_layers=4)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from nblib.budgets import get_budget
 from nblib.lccp import downstream as D
@@ -44,11 +45,32 @@ def test_table14_is_last4_minus_raw():
 def test_needle_lever_table_means_over_tasks_and_keeps_the_last_record():
     rows = []
     for task, score, gain, hit in (("a", 0.0, 0.1, 0.0), ("b", 30.0, 0.5, 0.5), ("c", 60.0, 0.9, 1.0)):
-        rows.append(dict(haystack_form="prose", key_form="word", length=64, dl=10, protocol="Raw", task=task,
+        rows.append(dict(layers=2, haystack_form="prose", key_form="word", length=64, dl=10, protocol="Raw", task=task,
                          score=score, needle_gain=gain, first_token_hit=hit))
     # a re-run of task "a" replaces the first record
     rows.append(dict(rows[0], score=90.0, needle_gain=1.1, first_token_hit=1.0))
     t = D.needle_lever_table(pd.DataFrame(rows))
-    row = t.loc[("prose", "word", 64, 10, "Raw")]
+    row = t.loc[(2, "prose", "word", 64, 10, "Raw")]
     assert row["score"] == 60.0 and np.isclose(row["needle gain (nats/token)"], 2.5 / 3)
     assert np.isclose(row["first-token hit"], 2.5 / 3) and row["tasks"] == 3
+    # another depth is another row, not a re-run
+    deeper = D.needle_lever_table(pd.DataFrame(rows + [dict(rows[1], layers=4, score=0.0)]))
+    assert deeper.loc[(2, "prose", "word", 64, 10, "Raw"), "score"] == 60.0
+    assert deeper.loc[(4, "prose", "word", 64, 10, "Raw"), "score"] == 0.0
+    with pytest.raises(ValueError, match="layers"):
+        D.needle_lever_table(pd.DataFrame(rows).drop(columns=["layers"]))
+
+
+def test_needle_lever_findings_reads_each_depth_between_its_own_points():
+    from nblib.book.findings import needle_lever_findings
+
+    rows = [dict(layers=layers, haystack_form="code", key_form="magic", length=64, dl=dl, protocol=protocol,
+                 task="a", score=score, needle_gain=gain, first_token_hit=hit)
+            for layers, points in ((2, (10, 120)), (4, (10, 30)))
+            for dl, score, gain, hit in zip(points, (0.0, 0.0 if layers == 2 else 20.0), (1.0, 0.5), (0.25, 0.5))
+            for protocol in ("Raw", "Last4")]
+    text = needle_lever_findings(D.needle_lever_table(pd.DataFrame(rows)))
+    assert "2 layers, haystack `code`, key `magic`, 64 tokens: score 0.0 (Raw) / 0.0 (Last4) at Dl/N = 120" in text
+    assert "4 layers, haystack `code`, key `magic`, 64 tokens: score 20.0 (Raw) / 20.0 (Last4) at Dl/N = 30" in text
+    assert "+1.00 -> +0.50" in text and "25% -> 50%" in text and "(Raw, Dl/N = 10 -> 30)" in text
+    assert "Answered (score > 0): 2 of 8" in text

@@ -128,3 +128,23 @@ def test_lccp_rope_drops_and_s2_heads_table_known_answers():
     t = s2_heads_table(lccp_rope_table(s2, extra=("heads", "head_size")), 0.03)
     assert t.loc["1 x 32", "falls with Ds at every Dl"] and not t.loc["2 x 32", "falls with Ds at every Dl"]
     assert np.isclose(t.loc["2 x 32", "log LongPPL, Dl 10, Ds 180"], np.log(31))
+
+
+def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
+    from nblib.book.toy_design import GRID_TARGETS, grid_ladder_findings, grid_ladder_table
+
+    r2a, r2b, ccc, share = GRID_TARGETS
+    recs = pd.DataFrame([
+        {"design": "X", "change": "first", "code": "abc", r2a: 0.9, r2b: 0.85, ccc: 0.5, share: 10.0},
+        {"design": "Y", "change": "second", "code": "", r2a: 0.1, r2b: 0.95, ccc: 0.7, share: None}])
+    ladder = grid_ladder_table(recs)
+    assert ladder[share].isna().tolist() == [False, True]
+    text = grid_ladder_findings(ladder)
+    assert f"**X** (first): meets {r2a}, {r2b}; misses {ccc} 0.5 (target 0.9), {share} 10 (target 85)." in text
+    assert f"**Y** (second): meets {r2b}; misses {r2a} 0.1 (target 0.8), {ccc} 0.7 (target 0.9); not measured: {share}." in text
+    assert f"No design reaches {ccc} ≥ 0.9: the best is 0.7 (Y)." in text
+    assert f"No design reaches {r2a}" not in text and "Every target at once: no design so far." in text
+    recs.loc[0, [ccc, share]] = [0.95, 90.0]
+    assert "Every target at once: X." in grid_ladder_findings(grid_ladder_table(recs))
+    with pytest.raises(ValueError, match="lack columns"):
+        grid_ladder_table(recs.drop(columns=[ccc]))

@@ -318,17 +318,17 @@ def code_needle_findings(code_needles: pd.DataFrame, probe: pd.DataFrame | None)
 
 def needle_lever_findings(levers: pd.DataFrame) -> str:
     """Chapter 5's ladder of code-needle levers in words (`downstream.needle_lever_table`): per
-    form, RULER's score at the last point, and the teacher-forced needle gain and first-token
-    hit rate from the first to the last point (Raw), and which forms answer at all."""
+    model depth and form, RULER's score at its last probed point, and the teacher-forced needle
+    gain and first-token hit rate from its first to its last point (Raw), and which rows answer."""
     lines = []
     t = levers.reset_index()
-    first, last = t.dl.min(), t.dl.max()
-    for (hf, kf, length), g in t.groupby(["haystack_form", "key_form", "length"], sort=False):
+    for (layers, hf, kf, length), g in t.groupby(["layers", "haystack_form", "key_form", "length"], sort=False):
+        first, last = g.dl.min(), g.dl.max()
         raw = g[g.protocol == "Raw"].set_index("dl").reindex([first, last])  # NaN where a point was not probed
         l4 = g[g.protocol == "Last4"].set_index("dl").reindex([first, last])
         gain = raw["needle gain (nats/token)"]
         hit = raw["first-token hit"]
-        lines.append(f"haystack `{hf}`, key `{kf}`, {length} tokens: score {raw.loc[last, 'score']:.1f} (Raw) / "
+        lines.append(f"{layers} layers, haystack `{hf}`, key `{kf}`, {length} tokens: score {raw.loc[last, 'score']:.1f} (Raw) / "
                      f"{l4.loc[last, 'score']:.1f} (Last4) at Dl/N = {last:g}; needle gain {gain.loc[first]:+.2f} -> "
                      f"{gain.loc[last]:+.2f} nats per value token, first value token the argmax on "
                      f"{hit.loc[first]:.0%} -> {hit.loc[last]:.0%} of prompts (Raw, Dl/N = {first:g} -> {last:g}).")

@@ -447,3 +447,48 @@ def lccp_rope_findings(table: pd.DataFrame, lr_frac: float, dl_from: float, dl_t
                      + " / ".join(f"{d:g}" for d in g["Ds"]) + (" (falls with Ds)." if falls else
                                                                " (**does not fall with Ds**)."))
     return "\n".join(lines)
+
+
+# The grid-level targets of the toy Part 1 (chapters 3 and 4): held-out R² of Eq. 1 on both
+# splits (Fig. 3), Lin's CCC of Constant-Last4 against Linear-Decay at S4 (Fig. 4b) and the
+# share of S1-S4 trajectory points where Last4 is at or below Raw (§4.1).
+GRID_TARGETS = {"S1-S3 -> S4 R²": 0.8, "S1-S4 -> S5 R²": 0.8, "CCC Last4 vs LD (S4 LongPPL)": 0.9,
+                "Last4 <= Raw (% of S1-S4 points)": 85.0}
+
+
+def grid_ladder_table(records: pd.DataFrame) -> pd.DataFrame:
+    """The toy grid designs tried, one row each (benchmarks/results/toy_grid_ladder.csv):
+    what changed, the code it ran (commit), and the grid-level measures of `GRID_TARGETS`
+    (empty where that design was not measured). ValueError naming a missing column."""
+    need = ["design", "change", "code", *GRID_TARGETS]
+    missing = [c for c in need if c not in records.columns]
+    if missing:
+        raise ValueError(f"grid ladder records lack columns {missing}; expected {need}")
+    out = records[need + [c for c in records.columns if c not in need]].copy()
+    for c in GRID_TARGETS:
+        out[c] = pd.to_numeric(out[c], errors="coerce")
+    return out.reset_index(drop=True)
+
+
+def grid_ladder_findings(ladder: pd.DataFrame, targets: dict = GRID_TARGETS) -> str:
+    """The ladder in words: per design, which targets it meets and misses (with the values),
+    then every measure that no design reaches, with the best value seen and the design."""
+    lines = []
+    for _, r in ladder.iterrows():
+        met = [k for k, t in targets.items() if not np.isnan(r[k]) and r[k] >= t]
+        missed = [f"{k} {r[k]:g} (target {t:g})" for k, t in targets.items() if not np.isnan(r[k]) and r[k] < t]
+        unmeasured = [k for k in targets if np.isnan(r[k])]
+        if not met and not missed:
+            continue
+        text = f"- **{r['design']}** ({r['change']}): "
+        text += ("meets " + ", ".join(met) if met else "meets none") + ("; misses " + ", ".join(missed) if missed else "")
+        text += (f"; not measured: {', '.join(unmeasured)}." if unmeasured else ".")
+        lines.append(text)
+    for k, t in targets.items():
+        vals = ladder[k].dropna()
+        if len(vals) and (vals < t).all():
+            best = ladder.loc[vals.idxmax()]
+            lines.append(f"- No design reaches {k} ≥ {t:g}: the best is {vals.max():g} ({best['design']}).")
+    both = [d for d, ok in zip(ladder["design"], (ladder[list(targets)] >= pd.Series(targets)).all(axis=1)) if ok]
+    lines.append("- Every target at once: " + (", ".join(both) if both else "no design so far") + ".")
+    return "\n".join(lines)

@@ -177,12 +177,28 @@ def table14(longppl: pd.DataFrame, ruler: pd.DataFrame, ruler_ext: pd.DataFrame 
     return pd.DataFrame(rows).set_index(["stage", "metric"])
 
 
+def needle_lever_records(records: pd.DataFrame, b: Budget, scale: str) -> pd.DataFrame:
+    """The needle-lever records (`benchmarks/toy_code_needle_levers.py`) that belong to this
+    budget's trajectory at `scale`: a record of depth L counts when its run is the trajectory
+    this budget gives with `scale` at L layers (the book's own at its depth, the model lever's
+    deeper variants otherwise). Records of older designs, whose runs no longer match, drop out."""
+    if records.empty or "layers" not in records.columns:
+        return records.iloc[0:0]
+    runs = {L: experiments.trajectory_config(b.with_model(scale, n_layers=int(L)), scale).hash
+            for L in records["layers"].unique()}
+    return records[records["run"] == records["layers"].map(runs)]
+
+
 def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
     """Chapter 5's ladder of code-needle levers (`benchmarks/toy_code_needle_levers.py`): one
-    row per (haystack form, key form, length, Dl/N, protocol), the mean over the three
-    single-needle subtasks of RULER's score (x100), of the teacher-forced needle gain (nats per
-    value token, with the needle against without it) and of the first-value-token hit rate."""
-    keys = ["haystack_form", "key_form", "length", "dl", "protocol"]
+    row per (model depth, haystack form, key form, length, Dl/N, protocol), the mean over the
+    three single-needle subtasks of RULER's score (x100), of the teacher-forced needle gain
+    (nats per value token, with the needle against without it) and of the first-value-token
+    hit rate."""
+    keys = ["layers", "haystack_form", "key_form", "length", "dl", "protocol"]
+    missing = [k for k in keys + ["task", "score", "needle_gain", "first_token_hit"] if k not in records.columns]
+    if missing:
+        raise ValueError(f"needle-lever records lack columns {missing} (written by an older probe?)")
     t = records.drop_duplicates(keys + ["task"], keep="last").groupby(keys, sort=False)
     out = t.agg(score=("score", "mean"), needle_gain=("needle_gain", "mean"),
                 first_token_hit=("first_token_hit", "mean"), tasks=("task", "nunique"))
