@@ -14,10 +14,12 @@ every assignment; the needle is one of many. Each lever changes the task's *form
   " =" together occur only in the needle.
 
 For each (form, point, protocol) it records RULER's score (greedy decoding through the KV
-cache, as chapter 5) and two teacher-forced measures that show progress before a needle is
+cache, as chapter 5) and teacher-forced measures that show progress before a needle is
 answered: the mean log-probability per token of the needle's value after the answer prefix,
 its gain over the same prompt with the needle line removed (nats per token; 0: the model does
-not use the needle), and the share of prompts whose first value token is the model's argmax.
+not use the needle), the share of prompts whose first value token is the model's argmax, the
+share of value pieces that are the argmax given the true pieces before them, and the share of
+prompts where every piece is (teacher-forced: what greedy decoding needs, one piece at a time).
 One JSON line per (form, length, point, protocol, task) goes to
 benchmarks/results/toy_code_needle_levers.jsonl. It reads the book's run store (chapter 4's
 S5 trajectory must exist: run chapters 1-4 first).
@@ -76,7 +78,10 @@ def needle_logprobs(model, tokenizer, sample: R.Sample) -> dict:
         lp = logp[len(ctx) - 1:].gather(-1, tgt[:, None])[:, 0]
         out[name] = float(lp.mean())
         if name == "with":
-            out["first_hit"] = bool(logp[len(ctx) - 1].argmax() == tgt[0])
+            hits = logp[len(ctx) - 1:].argmax(-1) == tgt  # teacher-forced: each piece given the true ones before it
+            out["first_hit"] = bool(hits[0])
+            out["piece_hit"] = float(hits.float().mean())
+            out["all_hit"] = bool(hits.all())
     return out
 
 
@@ -143,6 +148,8 @@ def main(argv=None) -> int:
                                "value_logprob": float(np.mean([x["with"] for x in lps])),
                                "needle_gain": float(np.mean([x["with"] - x["without"] for x in lps])),
                                "first_token_hit": float(np.mean([x["first_hit"] for x in lps])),
+                               "value_piece_hit": float(np.mean([x["piece_hit"] for x in lps])),
+                               "whole_value_hit": float(np.mean([x["all_hit"] for x in lps])),
                                "example": preds[len(preds) // 2][:40], "wall_s": round(time.time() - t0, 1)}
                         append_jsonl(a.out, rec)
                         print(f"Dl {dl:g} {protocol:5s} {length} {hf}:{kf} {task}: score {rec['score']:.0f}, "

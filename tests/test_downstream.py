@@ -59,6 +59,13 @@ def test_needle_lever_table_means_over_tasks_and_keeps_the_last_record():
     assert deeper.loc[(4, "prose", "word", 64, 10, "Raw"), "score"] == 0.0
     with pytest.raises(ValueError, match="layers"):
         D.needle_lever_table(pd.DataFrame(rows).drop(columns=["layers"]))
+    # the per-piece measures: averaged where recorded, NaN for records written before them
+    newer = [dict(r, layers=4, value_piece_hit=h, whole_value_hit=float(h == 1.0))
+             for r, h in zip(rows[:3], (0.5, 1.0, 0.0))]
+    both = D.needle_lever_table(pd.DataFrame(rows + newer))
+    assert np.isclose(both.loc[(4, "prose", "word", 64, 10, "Raw"), "value-piece hit"], 0.5)
+    assert np.isclose(both.loc[(4, "prose", "word", 64, 10, "Raw"), "whole-value hit"], 1 / 3)
+    assert np.isnan(both.loc[(2, "prose", "word", 64, 10, "Raw"), "value-piece hit"])
 
 
 def test_needle_lever_findings_reads_each_depth_between_its_own_points():
@@ -73,4 +80,8 @@ def test_needle_lever_findings_reads_each_depth_between_its_own_points():
     assert "2 layers, haystack `code`, key `magic`, 64 tokens: score 0.0 (Raw) / 0.0 (Last4) at Dl/N = 120" in text
     assert "4 layers, haystack `code`, key `magic`, 64 tokens: score 20.0 (Raw) / 20.0 (Last4) at Dl/N = 30" in text
     assert "+1.00 -> +0.50" in text and "25% -> 50%" in text and "(Raw, Dl/N = 10 -> 30)" in text
-    assert "Answered (score > 0): 2 of 8" in text
+    assert "Answered (score > 0): 2 of 8" in text and "value piece" not in text  # not recorded
+    for r in rows:
+        r.update(value_piece_hit=0.75, whole_value_hit=0.5)
+    text = needle_lever_findings(D.needle_lever_table(pd.DataFrame(rows)))
+    assert "a value piece is the argmax on 75% of pieces and every piece on 50% of prompts (Raw, Dl/N = 30)" in text

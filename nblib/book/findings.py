@@ -331,7 +331,10 @@ def needle_lever_findings(levers: pd.DataFrame) -> str:
         lines.append(f"{layers} layers, haystack `{hf}`, key `{kf}`, {length} tokens: score {raw.loc[last, 'score']:.1f} (Raw) / "
                      f"{l4.loc[last, 'score']:.1f} (Last4) at Dl/N = {last:g}; needle gain {gain.loc[first]:+.2f} -> "
                      f"{gain.loc[last]:+.2f} nats per value token, first value token the argmax on "
-                     f"{hit.loc[first]:.0%} -> {hit.loc[last]:.0%} of prompts (Raw, Dl/N = {first:g} -> {last:g}).")
+                     f"{hit.loc[first]:.0%} -> {hit.loc[last]:.0%} of prompts (Raw, Dl/N = {first:g} -> {last:g})"
+                     + (f"; given the true pieces before it, a value piece is the argmax on {raw.loc[last, 'value-piece hit']:.0%} "
+                        f"of pieces and every piece on {raw.loc[last, 'whole-value hit']:.0%} of prompts (Raw, Dl/N = {last:g})."
+                        if "value-piece hit" in raw and not np.isnan(raw.loc[last, "value-piece hit"]) else "."))
     answered = t[t.score > 0]
     lines.append("No form is answered at any point: S5 reads the needle (positive gain) but does not copy the whole "
                  "value greedily." if answered.empty else

@@ -193,13 +193,17 @@ def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
     """Chapter 5's ladder of code-needle levers (`benchmarks/toy_code_needle_levers.py`): one
     row per (model depth, haystack form, key form, length, Dl/N, protocol), the mean over the
     three single-needle subtasks of RULER's score (x100), of the teacher-forced needle gain
-    (nats per value token, with the needle against without it) and of the first-value-token
-    hit rate."""
+    (nats per value token, with the needle against without it), of the first-value-token hit
+    rate and, where recorded, of the per-piece and whole-value hit rates (each value piece the
+    argmax given the true pieces before it)."""
     keys = ["layers", "haystack_form", "key_form", "length", "dl", "protocol"]
     missing = [k for k in keys + ["task", "score", "needle_gain", "first_token_hit"] if k not in records.columns]
     if missing:
         raise ValueError(f"needle-lever records lack columns {missing} (written by an older probe?)")
     t = records.drop_duplicates(keys + ["task"], keep="last").groupby(keys, sort=False)
+    # the per-piece measures came later: NaN for records written before them
+    pieces = {c: (c, "mean") for c in ("value_piece_hit", "whole_value_hit") if c in records.columns}
     out = t.agg(score=("score", "mean"), needle_gain=("needle_gain", "mean"),
-                first_token_hit=("first_token_hit", "mean"), tasks=("task", "nunique"))
-    return out.rename(columns={"needle_gain": "needle gain (nats/token)", "first_token_hit": "first-token hit"})
+                first_token_hit=("first_token_hit", "mean"), **pieces, tasks=("task", "nunique"))
+    return out.rename(columns={"needle_gain": "needle gain (nats/token)", "first_token_hit": "first-token hit",
+                               "value_piece_hit": "value-piece hit", "whole_value_hit": "whole-value hit"})
