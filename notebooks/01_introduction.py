@@ -114,7 +114,7 @@ pd.DataFrame({
 # make test          # unit tests + every chapter at smoke (papermill, nbval-lax) + book check
 # papermill notebooks/04_constant_last4.ipynb out.ipynb -p scale S5           # one chapter
 # papermill notebooks/03_scaling_law.ipynb out.ipynb -p budget full           # the paper's scale
-# torchrun --nproc_per_node 8 -m nblib.training.train runs/<hash>/config.json --strategy fsdp
+# torchrun --standalone --nproc_per_node 8 -m nblib.training.train runs/<hash>/config.json --strategy fsdp
 # ```
 #
 # Runs are cached in `runs/`, named by a hash of their configuration, and resumed from their
