@@ -360,6 +360,7 @@ design
 ladder = toy_design.grid_ladder_table(pd.read_csv(REPO_ROOT / "benchmarks" / "results" / "toy_grid_ladder.csv"))
 ch.save_table(ladder, "toy_grid_ladder")
 ch.markdown(toy_design.grid_ladder_findings(ladder))
+ladder.drop(columns=["change", "measured"]).set_index("design")
 
 # %% [markdown]
 # The LCCP learning rate pulls chapter 3 and chapter 4 apart (designs F, G, H differ in it
