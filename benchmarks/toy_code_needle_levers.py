@@ -47,7 +47,7 @@ from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
-from nblib.lccp import experiments, grid
+from nblib.lccp import experiments
 from nblib.lccp.merge import merge
 from nblib.store.atomic import append_jsonl
 from nblib.store.runstore import RunStore
@@ -110,9 +110,8 @@ def main(argv=None) -> int:
     if a.layers:  # the model lever: another depth, trained here up to the largest point
         # a Constant trajectory's length is not part of its identity: train only to the last point
         b = dataclasses.replace(b.with_model(a.scale, n_layers=a.layers), s5_trajectory=max(a.points))
-        short = grid.short_stage(b, a.scale)
-        get_or_run_many(store, [short.trunk, short.wsd[b.ds_multiples[-1]], experiments.trajectory_config(b, a.scale)],
-                        workers=1, desc=f"{a.scale} with {a.layers} layers")
+        get_or_run_many(store, experiments.trajectory_lineage(b, a.scale), workers=1,
+                        desc=f"{a.scale} with {a.layers} layers")
     cfg = experiments.trajectory_config(b, a.scale)
     if not store.run(cfg).is_complete():
         raise SystemExit(f"error: the {a.scale} trajectory ({cfg.hash}) is not in {a.run_root}; run chapters 1-4 first")

@@ -376,10 +376,7 @@ ladder.drop(columns=["change", "measured"]).set_index("design")
 # LCCP rate (a negative drop is a rise):
 
 # %%
-pd.DataFrame({frac: toy_design.lccp_rope_drops(lccp_rope, frac, 270, 10, 30).loc[5e7]
-              for frac in sorted(lccp_rope["LCCP LR / short LR"].unique())
-              if not lccp_rope[(lccp_rope["LCCP LR / short LR"] == frac) & (lccp_rope["RoPE base"] == 5e7)].empty}
-             ).T.rename_axis("LCCP LR / short LR").round(3)
+toy_design.lccp_rate_drops(lccp_rope, 5e7, 270, 10, 30).round(3)
 
 # %% [markdown]
 # No single rate gives both chapters their regime on this toy: the sign of `Last4 - LD`

@@ -130,6 +130,23 @@ def test_lccp_rope_drops_and_s2_heads_table_known_answers():
     assert np.isclose(t.loc["2 x 32", "log LongPPL, Dl 10, Ds 180"], np.log(31))
 
 
+def test_lccp_rate_drops_one_row_per_rate_at_one_base():
+    from nblib.book.toy_design import lccp_rate_drops, lccp_rope_table
+
+    def rec(scale, frac, base, l10, l30):
+        return {"scale": scale, "ds_mult": 270, "lr": 1e-2 * frac, "lr_frac": frac, "rope_base": base,
+                "weight_decay": 0.1,
+                "points": [{"dl_mult": 10, "longppl": np.e ** l10, "shortppl": 5.0},
+                           {"dl_mult": 30, "longppl": np.e ** l30, "shortppl": 4.0}]}
+    recs = pd.DataFrame([rec("S1", 0.03, 5e7, 3.4, 3.2), rec("S4", 0.03, 5e7, 3.0, 2.7),
+                         rec("S1", 0.10, 5e7, 3.2, 3.3), rec("S4", 0.10, 5e7, 2.9, 2.95),
+                         rec("S1", 0.05, 5e5, 3.3, 3.2)])  # another base: not a row
+    t = lccp_rate_drops(lccp_rope_table(recs), 5e7, 270, 10, 30)
+    assert t.index.tolist() == [0.03, 0.10] and t.index.name == "LCCP LR / short LR"
+    assert np.allclose(t.loc[0.03, ["S1", "S4"]].to_numpy(float), [0.2, 0.3])
+    assert np.allclose(t.loc[0.10, ["S1", "S4", "spread across scales"]].to_numpy(float), [-0.1, -0.05, 0.05])
+
+
 def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
     from nblib.book.toy_design import GRID_TARGETS, grid_ladder_findings, grid_ladder_table
 

@@ -418,6 +418,15 @@ def lccp_rope_drops(table: pd.DataFrame, lr_frac: float, ds: float, dl_from: flo
     return drops
 
 
+def lccp_rate_drops(table: pd.DataFrame, rope_base: float, ds: float, dl_from: float, dl_to: float) -> pd.DataFrame:
+    """`lccp_rope_drops` at one RoPE base for every LCCP rate probed there: one row per rate
+    (LCCP LR / short LR), one column per scale plus the spread; a negative drop is a rise."""
+    at = table[table["RoPE base"] == rope_base]
+    rows = {frac: lccp_rope_drops(at, frac, ds, dl_from, dl_to).loc[rope_base]
+            for frac in sorted(at["LCCP LR / short LR"].unique())}
+    return pd.DataFrame(rows).T.rename_axis("LCCP LR / short LR")
+
+
 def _base(b: float) -> str:
     return f"{b:.0e}".replace("e+0", "e")
 

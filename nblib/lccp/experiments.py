@@ -84,13 +84,19 @@ def trajectory_config(b: Budget, scale: str):
     return grid.lccp_constant(b, scale, b.ds_multiples[-1], b.s5_trajectory, 0, ckpt_every=b.s5_ckpt_every)
 
 
+def trajectory_lineage(b: Budget, scale: str) -> list:
+    """The configs behind the long Constant trajectory, parents first: the stable trunk, the WSD
+    run at the largest Ds it starts from, and the trajectory itself."""
+    short = grid.short_stage(b, scale)
+    return [short.trunk, short.wsd[b.ds_multiples[-1]], trajectory_config(b, scale)]
+
+
 def trajectory_run(ev: Evaluator, scale: str, workers=None) -> Run:
     """The long Constant trajectory at `scale`, trained (or extended) if the store lacks it,
-    with its short-stage ancestors (the stable trunk and the WSD run it starts from) trained
-    first where missing, so a chapter can ask for it on an empty store."""
-    short = grid.short_stage(ev.budget, scale)
-    cfgs = [short.trunk, short.wsd[ev.budget.ds_multiples[-1]], trajectory_config(ev.budget, scale)]
-    return get_or_run_many(ev.store, cfgs, workers=workers, desc=f"{scale} trajectory")[-1]
+    with its short-stage ancestors (`trajectory_lineage`) trained first where missing, so a
+    chapter can ask for it on an empty store."""
+    return get_or_run_many(ev.store, trajectory_lineage(ev.budget, scale), workers=workers,
+                           desc=f"{scale} trajectory")[-1]
 
 
 def step_at(run: Run, dl_mult: float) -> int:
