@@ -2,7 +2,7 @@
 to Hugging Face `transformers` at the same shapes, in the same run (the Gemma blog,
 "Generating text with a KV cache").
 
-    python benchmarks/bench_decode.py [--new-tokens 16] [--threads 2]
+    python -m benchmarks.bench_decode [--new-tokens 16] [--threads 2]
 
 Model A is GPT-2 124M, Model B the Gemma 3-style 113M; both have random weights (speed does
 not depend on them) and run in fp32 on this machine's CPU. For batch {1, 8} x prompt
@@ -17,7 +17,8 @@ not depend on them) and run in fp32 on this machine's CPU. For batch {1, 8} x pr
 Every timing is the best of `--repeats` runs. Greedy tokens of ours and of `transformers`
 must agree (the weights are copied over), so both sides generate the same text.
 
-Writes benchmarks/results/decode.json and .md (chapter 7 shows them).
+Writes benchmarks/results/bench_decode.json and .md (chapter 7 shows them), and
+bench_decode.manifest.json: the command, commit, time and machine.
 """
 
 from __future__ import annotations
@@ -32,13 +33,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from nblib.models import build_model, config_to_dict  # noqa: E402
-from nblib.models.gemma3 import Gemma3Config  # noqa: E402
-from nblib.models.gpt2 import GPT2Config  # noqa: E402
-from nblib.models.hf_twin import transformers_twin  # noqa: E402
-from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
+from nblib.models import build_model, config_to_dict
+from nblib.models.gemma3 import Gemma3Config
+from nblib.models.gpt2 import GPT2Config
+from nblib.models.hf_twin import transformers_twin
+from nblib.probes.results import command_line, write_manifest
+from nblib.store.atomic import atomic_write_json, atomic_write_text
 
 OUT = Path(__file__).resolve().parent / "results"
 SETTINGS = [(1, 128), (1, 512), (8, 128), (8, 512)]
@@ -91,7 +91,8 @@ def step_bytes(model, batch: int, tokens: int) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_decode", description=__doc__.splitlines()[0])
     ap.add_argument("--new-tokens", type=int, default=16, help="tokens generated per setting (with the cache)")
     ap.add_argument("--no-cache-tokens", type=int, default=4, help="tokens generated without the cache")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -137,9 +138,11 @@ def main(argv=None) -> int:
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, {platform.processor() or 'cpu'}",
             "torch": torch.__version__, "transformers": transformers.__version__, "dtype": "float32",
             "repeats": a.repeats, "rows": rows}
-    atomic_write_json(OUT / "decode.json", meta)
-    atomic_write_text(OUT / "decode.md", to_markdown(meta))
-    print(f"wrote {OUT / 'decode.json'} and decode.md")
+    atomic_write_json(OUT / "bench_decode.json", meta)
+    atomic_write_text(OUT / "bench_decode.md", to_markdown(meta))
+    write_manifest([OUT / "bench_decode.json", OUT / "bench_decode.md"], OUT / "bench_decode.manifest.json",
+                   module="benchmarks.bench_decode", command=command_line("python -m benchmarks.bench_decode", argv))
+    print(f"wrote {OUT / 'bench_decode.json'} and bench_decode.md")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Runs per hour of the batched ensemble trainer against the same runs trained one after the other.
 
-    python benchmarks/bench_ensemble.py [--budget toy] [--members 4] [--steps 40] [--threads 2] [--repeats 2]
+    python -m benchmarks.bench_ensemble [--budget toy] [--members 4] [--steps 40] [--threads 2] [--repeats 2]
 
 At every scale of the budget (S1-S5, short-stage shape: the scale's model, batch_short and
 short_seq_len), K WSD runs that differ in seed and LR (so each member follows its own
@@ -16,7 +16,8 @@ between a member and its solo run is recorded as a check, and CPU time beside wa
 runner's workers train (one thread each); with more threads than free cores, OpenMP
 waits dominate both ways and the ratio measures contention more than batching.
 
-Writes benchmarks/results/ensemble_throughput.json and .md.
+Writes benchmarks/results/bench_ensemble.json and .md, and bench_ensemble.manifest.json (the
+command, commit, time and machine).
 """
 
 from __future__ import annotations
@@ -33,15 +34,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from nblib.budgets import get_budget  # noqa: E402
-from nblib.lccp import grid  # noqa: E402
-from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
-from nblib.store.runstore import RunConfig, RunStore  # noqa: E402
-from nblib.training.ensemble import can_ensemble, train_ensemble  # noqa: E402
-from nblib.training.runner import get_or_run  # noqa: E402
-from nblib.training.train import stream_for  # noqa: E402
+from nblib.budgets import get_budget
+from nblib.lccp import grid
+from nblib.probes.results import command_line, write_manifest
+from nblib.store.atomic import atomic_write_json, atomic_write_text
+from nblib.store.runstore import RunConfig, RunStore
+from nblib.training.ensemble import can_ensemble, train_ensemble
+from nblib.training.runner import get_or_run
+from nblib.training.train import stream_for
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -106,7 +106,8 @@ def bench_scale(b, scale: str, members: int, steps: int, repeats: int, scratch: 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_ensemble", description=__doc__.splitlines()[0])
     ap.add_argument("--budget", default="toy")
     ap.add_argument("--members", type=int, default=4, help="runs per ensemble (K)")
     ap.add_argument("--steps", type=int, default=30, help="optimizer steps per run")
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
             "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__}}
     OUT.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(OUT / "ensemble_throughput.json", data)
+    atomic_write_json(OUT / "bench_ensemble.json", data)
     md = ["| scale | d_model | batch x seq | runs/h ensemble | runs/h one by one | speedup (wall) | speedup (CPU time) "
           "| max rel loss diff |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     md += [f"| {r['scale']} | {r['d_model']} | {r['batch']} x {r['seq_len']} | {r['runs_per_hour_ensemble']:,.0f} | "
@@ -146,7 +147,9 @@ def main(argv=None) -> int:
     head = (f"Ensemble of {args.members} against {args.members} solo runs one after the other, {args.steps} steps "
             f"each, {args.threads} thread(s), best of {args.repeats}; load average {load0[0]:.1f} at start "
             f"({os.cpu_count()} CPUs)\n\n")
-    atomic_write_text(OUT / "ensemble_throughput.md", head + "\n".join(md) + "\n")
+    atomic_write_text(OUT / "bench_ensemble.md", head + "\n".join(md) + "\n")
+    write_manifest([OUT / "bench_ensemble.json", OUT / "bench_ensemble.md"], OUT / "bench_ensemble.manifest.json",
+                   module="benchmarks.bench_ensemble", command=command_line("python -m benchmarks.bench_ensemble", argv))
     print("\n".join(summary))
     return 0
 

@@ -19,7 +19,7 @@ Every fit runs in this one process (one core), so a total here bounds the chapte
 two cores. Each fit's App. A.5 objective is recorded for both methods (for bootstraps: the
 full fit and the refits timed with both).
 
-    python benchmarks/bench_fit.py            # writes benchmarks/results/fit.{json,md}
+    python -m benchmarks.bench_fit    # writes benchmarks/results/bench_fit.{json,md} and bench_fit.manifest.json
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nblib.budgets import get_budget
+from nblib.lccp import scaling
+from nblib.probes.results import command_line, write_manifest
+from nblib.store.atomic import atomic_write_json, atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from nblib.budgets import get_budget  # noqa: E402
-from nblib.lccp import scaling  # noqa: E402
-from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
-
 LD = ROOT / "figures" / "03_scaling_law" / "runs_linear_decay.csv"
 CL4 = ROOT / "figures" / "04_constant_last4" / "runs_constant_last4.csv"
 OUT = ROOT / "benchmarks" / "results"
@@ -159,7 +158,8 @@ def markdown(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_fit", description=__doc__.splitlines()[0])
     ap.add_argument("--old-boot", type=int, default=10, help="old-method bootstrap refits timed (then scaled)")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args(argv)
@@ -177,8 +177,10 @@ def main(argv=None) -> int:
            "total_s": {"old": float(sum(r["old_s"] for r in rows)), "new": float(sum(r["new_s"] for r in rows))},
            "items": rows}
     a.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(a.out / "fit.json", res)
-    atomic_write_text(a.out / "fit.md", markdown(res))
+    atomic_write_json(a.out / "bench_fit.json", res)
+    atomic_write_text(a.out / "bench_fit.md", markdown(res))
+    write_manifest([a.out / "bench_fit.json", a.out / "bench_fit.md"], a.out / "bench_fit.manifest.json",
+                   module="benchmarks.bench_fit", command=command_line("python -m benchmarks.bench_fit", argv))
     print(markdown(res))
     return 0
 

@@ -19,7 +19,7 @@ Measured three ways:
   change in background load hits all of them alike; we report the best round (wall and
   process CPU time) and record the load average around it.
 
-    python benchmarks/bench_longppl.py            # writes benchmarks/results/longppl.{json,md}
+    python -m benchmarks.bench_longppl  # writes benchmarks/results/bench_longppl.{json,md} and its manifest
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from nblib.budgets import LongPPLSpec
+from nblib.data.tokenizers import ByteTokenizer
+from nblib.metrics import Annotation, annotate, chunk_windows, evaluate, hash_texts, merge_intervals
+from nblib.models import build_model
+from nblib.probes.results import command_line, write_manifest
+from nblib.store.atomic import atomic_write_json, atomic_write_text
 
-from nblib.budgets import LongPPLSpec  # noqa: E402
-from nblib.data.tokenizers import ByteTokenizer  # noqa: E402
-from nblib.metrics import Annotation, annotate, chunk_windows, evaluate, hash_texts, merge_intervals  # noqa: E402
-from nblib.models import build_model  # noqa: E402
-from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 METHODS = ("annotate-naive", "annotate-ours", "evaluate-naive", "evaluate-ours")
 LONG_RATE, SHORT_RATE = 0.0142, 0.2520  # the LCCP paper Table 2
@@ -226,8 +226,9 @@ def markdown(res):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_longppl", description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=2)
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--vocab", type=int, default=32000)
@@ -235,7 +236,7 @@ def main():
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--worker", choices=METHODS + ("time",), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.worker:
         return worker(a)
     if a.seq_len % 32 or a.seq_len < 64:
@@ -247,7 +248,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for m in METHODS + ("time",):
             out = str(Path(tmp) / f"{m}.json")
-            subprocess.run([sys.executable, __file__, "--worker", m, "--out", out] + common, check=True)
+            subprocess.run([sys.executable, "-m", "benchmarks.bench_longppl", "--worker", m, "--out", out] + common,
+                           check=True, cwd=ROOT)
             if m != "time":
                 runs[m] = json.loads(Path(out).read_text())
                 print(f"{m:16s} {runs[m]['gflop']:8.1f} GFLOP  +{runs[m]['peak_mem_delta_mb']:7.0f} MB", flush=True)
@@ -281,8 +283,11 @@ def main():
         "checks": checks,
     }
     Path(a.results).mkdir(parents=True, exist_ok=True)
-    atomic_write_json(Path(a.results) / "longppl.json", res)
-    atomic_write_text(Path(a.results) / "longppl.md", markdown(res))
+    out = Path(a.results)
+    atomic_write_json(out / "bench_longppl.json", res)
+    atomic_write_text(out / "bench_longppl.md", markdown(res))
+    write_manifest([out / "bench_longppl.json", out / "bench_longppl.md"], out / "bench_longppl.manifest.json",
+                   module="benchmarks.bench_longppl", command=command_line("python -m benchmarks.bench_longppl", argv))
     print(markdown(res))
 
 

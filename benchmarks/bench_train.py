@@ -1,9 +1,10 @@
 """Training throughput and MFU of the toy scales, against this machine's fp32 matmul peak
 and against a plain nanoGPT-style loop at the same shapes.
 
-    python benchmarks/bench_train.py [--budget toy] [--threads 1] [--steps 30]
+    python -m benchmarks.bench_train [--budget toy] [--threads 1] [--steps 30]
 
-Writes benchmarks/results/train_throughput.json and .md (the introduction chapter shows them).
+Writes benchmarks/results/bench_train.json and .md (the introduction chapter shows them) and
+bench_train.manifest.json (the command, commit, time and machine).
 MFU uses the model's analytic training FLOPs per token (nblib.models flops_per_token: 6 x
 matmul parameters incl. the LM head, plus causal attention scores and values).
 """
@@ -22,12 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from nblib.budgets import SCALES, get_budget  # noqa: E402
-from nblib.lccp import grid  # noqa: E402
-from nblib.store.atomic import atomic_write_json, atomic_write_text  # noqa: E402
-from nblib.training.train import build_model_from_config, make_optimizers  # noqa: E402
+from nblib.budgets import SCALES, get_budget
+from nblib.lccp import grid
+from nblib.probes.results import command_line, write_manifest
+from nblib.store.atomic import atomic_write_json, atomic_write_text
+from nblib.training.train import build_model_from_config, make_optimizers
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -161,7 +161,8 @@ def bench_scale(b, scale: str, stage: str, steps: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_train", description=__doc__.splitlines()[0])
     ap.add_argument("--budget", default="toy")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the toy grid trains 1-thread workers)")
     ap.add_argument("--steps", type=int, default=30)
@@ -191,11 +192,13 @@ def main(argv=None) -> int:
             "goal": "MFU >= 30% at the largest toy scale; no slower than a plain loop",
             "largest_scale_mfu": max(r["mfu_muon"] for r in largest)}
     OUT.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(OUT / "train_throughput.json", data)
+    atomic_write_json(OUT / "bench_train.json", data)
     md = ["| scale | stage | tokens/s (Muon) | MFU Muon | MFU AdamW | ours / plain loop |", "|---|---|---:|---:|---:|---:|"]
     md += [f"| {r['scale']} | {r['stage']} | {r['tok_s_muon']:,.0f} | {100 * r['mfu_muon']:.1f}% | "
            f"{100 * r['mfu_adamw']:.1f}% | {r['ours_vs_plain']:.2f} |" for r in rows]
-    atomic_write_text(OUT / "train_throughput.md", f"fp32 peak {peak:.1f} GFLOP/s ({args.threads} thread)\n\n" + "\n".join(md) + "\n")
+    atomic_write_text(OUT / "bench_train.md", f"fp32 peak {peak:.1f} GFLOP/s ({args.threads} thread)\n\n" + "\n".join(md) + "\n")
+    write_manifest([OUT / "bench_train.json", OUT / "bench_train.md"], OUT / "bench_train.manifest.json",
+                   module="benchmarks.bench_train", command=command_line("python -m benchmarks.bench_train", argv))
     print("\n".join(summary))
     return 0
 

@@ -2,13 +2,13 @@
 
 Minutes on one GPU that answer this before hundreds of GPU-hours are spent on the full budget.
 
-    python benchmarks/gpu_check.py                        # full shapes, one GPU, ~2-5 minutes
-    python benchmarks/gpu_check.py --context short        # train at 4K instead of the 32K LCCP context
-    python benchmarks/gpu_check.py --scales S1,S3 --steps 10 --peak-tflops 989
-    python benchmarks/gpu_check.py --max-memory-frac 0.55 # e.g. behave like an 80 GB card on an H200
-    python benchmarks/gpu_check.py --reference data/models/Llama-3.1-8B   # the real LongPPL reference
-    python benchmarks/gpu_check.py --dry-run              # shapes, N, FLOPs/token; allocates nothing
-    python benchmarks/gpu_check.py --tiny                 # the same code at smoke shapes, any device
+    python -m benchmarks.gpu_check                        # full shapes, one GPU, ~2-5 minutes
+    python -m benchmarks.gpu_check --context short        # train at 4K instead of the 32K LCCP context
+    python -m benchmarks.gpu_check --scales S1,S3 --steps 10 --peak-tflops 989
+    python -m benchmarks.gpu_check --max-memory-frac 0.55 # e.g. behave like an 80 GB card on an H200
+    python -m benchmarks.gpu_check --reference data/models/Llama-3.1-8B   # the real LongPPL reference
+    python -m benchmarks.gpu_check --dry-run              # shapes, N, FLOPs/token; allocates nothing
+    python -m benchmarks.gpu_check --tiny                 # the same code at smoke shapes, any device
 
 Three sections (`--only` picks some):
 
@@ -31,6 +31,7 @@ Three sections (`--only` picks some):
    prompt ends before Model B's window and generation crosses it, so the ring buffer is used.
 
 Writes benchmarks/results/gpu_check.json (`--tiny`: gpu_check_tiny.json; `--out` elsewhere)
+with a manifest beside it (gpu_check.manifest.json: the command, commit, time and machine),
 and prints a summary. Exit status 1 when a correctness check fails (non-finite training loss,
 non-finite LongPPL, decode mismatch, a section that raised), 2 on a usage error, else 0.
 """
@@ -52,14 +53,13 @@ from pathlib import Path
 
 import torch
 
+from nblib.budgets import SCALES, get_budget
+from nblib.models import build_model
+from nblib.probes.results import command_line, write_manifest
+from nblib.store.atomic import atomic_write_json
+from nblib.training.train import build_model_from_config, make_optimizers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from nblib.budgets import SCALES, get_budget  # noqa: E402
-from nblib.models import build_model  # noqa: E402
-from nblib.store.atomic import atomic_write_json  # noqa: E402
-from nblib.training.train import build_model_from_config, make_optimizers  # noqa: E402
-
 OUT = ROOT / "benchmarks" / "results"
 DEFAULT_OUT, DEFAULT_TINY_OUT = OUT / "gpu_check.json", OUT / "gpu_check_tiny.json"
 SECTIONS = ("train", "longppl", "decode")
@@ -106,20 +106,16 @@ def seq_len_of(b, context: str) -> int:
 
 
 def grid_tokens(b, scale: str, context: str) -> int:
-    """Tokens the book's grid trains at `scale` at that context (nblib.lccp.grid, chapters 3-4):
-    short: one stable trunk to 8/9 of the largest Ds plus a decay of Ds/9 per Ds;
-    long: S1-S4 the Ds x Dl Linear-Decay grid plus n_constant_seeds Constant trajectories per Ds
-    to the largest Dl; S5 its nine Linear-Decay configurations plus the long trajectory."""
-    n = b.n_params(scale)
-    if context == "short":
-        ds = sorted({d for d, _ in b.s5_configs}) if scale == "S5" else list(b.ds_multiples)
-        mult = max(ds) * 8 / 9 + sum(ds) / 9
-    elif scale == "S5":
-        mult = sum(dl for _, dl in b.s5_configs) + b.s5_trajectory
-    else:
-        nds = len(b.ds_multiples)
-        mult = nds * sum(b.dl_multiples) + nds * b.n_constant_seeds * max(b.dl_multiples)
-    return int(round(mult * n))
+    """Tokens the book's grid trains at `scale` at that context (chapters 3-4), summed over the
+    run configs of nblib.lccp.grid.grid_runs: short, the stable trunk and its WSD decays; long,
+    the Linear-Decay runs and the Constant trajectories. A WSD decay's trunk steps count once."""
+    from nblib.lccp import grid
+
+    seq_len = seq_len_of(b, context)
+    with grid.placeholder_corpus():  # counting needs no corpus (the full one may not be here)
+        stages = grid.grid_runs(b)
+    return sum(grid.trained_tokens(c) for st in stages if st.scale == scale for c in st.configs
+               if c.seq_len == seq_len)
 
 
 def static_bytes(model) -> int:
@@ -446,7 +442,8 @@ def _strict(obj):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 1)[1],
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check", description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="the smoke budget's shapes: the same code in seconds, on "
                                                         "any device")
@@ -566,6 +563,8 @@ def main(argv=None) -> int:
     res["wall_s"] = time.perf_counter() - t_start
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out, _strict(json.loads(json.dumps(res, default=str))))
+    write_manifest([out], out.parent / f"{out.stem}.manifest.json", module="benchmarks.gpu_check",
+                   command=command_line("python -m benchmarks.gpu_check", argv))
     print(summary(res))
     print(f"wrote {out}")
     return 0 if res["ok"] else 1

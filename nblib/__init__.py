@@ -13,6 +13,7 @@ packages above it in this list, never one below; tests/test_architecture.py chec
     metrics, evals     LongPPL, copy and NLL probes, attention maps; RULER
     training           the trainer, Muon, schedules, the runner that gets or trains a run
     lccp, gemma        the LCCP paper (chapters 2-5); the Gemma blog (chapters 6-10)
+    probes             the experiments behind the book's design choices; their records in data/probes
     book               the chapter runner, figures, findings and the paper map
 
 Submodules are imported by the chapters that need them, so `import nblib` stays cheap.

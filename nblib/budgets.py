@@ -129,7 +129,7 @@ def _pair_toy() -> ModelPairSpec:
     # 32 (16 RoPE bands instead of 32), context 1024 -> 256 with the window at L/2 = 128.
     # 4.5M tokens (1,100 steps of 16 x 256), about 11 minutes for both models on two CPU
     # cores (~7K tokens/s each, one thread per model). Chapter 6 shows the probes behind it
-    # (benchmarks/pair_probe.py): after 600 steps Model B copied a repeated random segment
+    # (nblib.probes.pair): after 600 steps Model B copied a repeated random segment
     # (gain 1.8 nats at L/2) but Model A did not (0.1); at 1,200 steps Model A did (2.3).
     # Natural text alone suffices: no synthetic repeats are mixed in.
     a, b = _pair_shapes(vocab_a=1024, vocab_b=1024, d=128, layers=4, heads=4, seq_len=256)
@@ -225,6 +225,12 @@ class Budget:
         spec = self.scale(scale)
         return replace(self, scales={**self.scales, scale: replace(spec, model={**spec.model, **changes})})
 
+    def with_scale(self, scale: str, **changes) -> "Budget":
+        """This budget with `scale`'s ScaleSpec fields replaced (`model` whole, `lr`, `batch_short`,
+        `batch_long`, `warmup_steps`): a probe's own shape and optimisation in one scale's slot,
+        so that `nblib.lccp.grid` builds its runs; every other scale stays."""
+        return replace(self, scales={**self.scales, scale: replace(self.scale(scale), **changes)})
+
     def n_tokens(self, scale: str, multiple: float) -> int:
         """Tokens for a budget given as a multiple of the token unit: the scale's own
         non-embedding N, or the N of the scale named by `token_unit`."""
@@ -241,10 +247,16 @@ class Budget:
         return f"N({self.token_unit})" if self.token_unit else "N"
 
     def n_params(self, scale: str) -> int:
-        """Non-embedding N of a scale at this budget (computed from the architecture)."""
-        spec = self.scale(scale)
-        with torch.device("meta"):  # count parameters without allocating them
-            return build_model("llama", spec.model).n_params(non_embedding=True)
+        """Non-embedding N of a scale at this budget (computed from the architecture, once per shape)."""
+        model = self.scale(scale).model
+        key = tuple(sorted(model.items()))
+        if key not in _N_PARAMS:  # a meta model of the full S5 takes a quarter second to build
+            with torch.device("meta"):  # count parameters without allocating them
+                _N_PARAMS[key] = build_model("llama", model).n_params(non_embedding=True)
+        return _N_PARAMS[key]
+
+
+_N_PARAMS: dict = {}  # Budget.n_params by model config: every run config of the grid asks for N
 
 
 # Named variants of the Llama, as LlamaConfig fields laid over a shape: probes that compare
@@ -263,6 +275,11 @@ def llama_variant(name: str) -> dict:
     return dict(LLAMA_VARIANTS[name])
 
 
+def swiglu_width(d: int) -> int:
+    """The toy Llama's SwiGLU width: 8d/3 rounded down to a multiple of 8 (Llama's proportion)."""
+    return int(8 * d / 3) // 8 * 8
+
+
 def _llama(*, vocab: int, d: int, layers: int, heads: int, kv: int, ff: int, max_len: int, tie: bool = False,
            variant: str = "plain", head_size: int | None = None) -> dict:
     """LlamaConfig fields of one shape (RoPE base 1e4 for the short stage, App. A.3), with the
@@ -272,6 +289,14 @@ def _llama(*, vocab: int, d: int, layers: int, heads: int, kv: int, ff: int, max
                rope_base=1e4, max_seq_len=max_len)
     return {**out, **({"tie_embeddings": True} if tie else {}), **llama_variant(variant),
             **({} if head_size is None else {"head_size": head_size})}
+
+
+def llama_shape(*, vocab: int, d: int, layers: int, heads: int, kv: int, max_len: int, ff: int = 0,
+                tie: bool = False, variant: str = "plain", head_size: int | None = None) -> dict:
+    """LlamaConfig fields of a shape outside the budgets' scales (a probe's), built as the scales'
+    are; `ff` 0 gives the SwiGLU width `swiglu_width(d)`."""
+    return _llama(vocab=vocab, d=d, layers=layers, heads=heads, kv=kv, ff=ff or swiglu_width(d), max_len=max_len,
+                  tie=tie, variant=variant, head_size=head_size)
 
 
 def _scaled(values, k):
@@ -314,7 +339,7 @@ def _full() -> Budget:
 
 def _toy() -> Budget:
     # Chapter 2's "toy budget" sections give the measurements behind each choice
-    # (benchmarks/results/toy_lr_batch_probe.jsonl, toy_lccp_copy_probe.jsonl,
+    # (data/probes/toy_lr_batch_probe.jsonl, toy_lccp_copy_probe.jsonl,
     # toy_smear_ablation.jsonl):
     # - Tokens are a 1,024-entry byte-level BPE trained on the stdlib train split
     #   (nblib.data.bpe, pinned in data/tokenizers/): 2.6 characters a token.
@@ -335,25 +360,24 @@ def _toy() -> Budget:
     #   equal) so that the smallest Dl still takes 115 steps, at 3% of the short stage's LR
     #   (the paper: 10%): at 10%, LongPPL bottomed out after 6-8 N(S1) of constant-LR LCCP and
     #   rose again while ShortPPL kept falling (S1, S3, S4); at 3% it falls through Dl = 30
-    #   (benchmarks/toy_lccp_lr_probe.py, chapter 2).
+    #   (nblib.probes.lccp_lr, chapter 2).
     # - RoPE bases 1e4 / 5e7 / 5e8: ABF at LCCP raises the base 5,000x, not the paper's 50x (and
     #   the extension 10x, as the paper's). At 5e5 the grid's LCCP was still recovering from the
     #   base change at Dl = 10-30, more slowly at larger N (S4 no better than S3 at Dl = 10), an
     #   N x Dl interaction the additive law cannot fit. At 5e7 the drop of log LongPPL from
     #   Dl = 10 to 30 is the same at every probed scale (0.21-0.24 nats; 0.06-0.12 at 5e5)
-    #   (benchmarks/toy_lccp_lr_probe.py --rope-bases, chapter 2).
+    #   (nblib.probes.lccp_lr --rope-bases, chapter 2).
     # - S2 is d48 with two heads of 32 (head_size; attention 64 wide, as Gemma 3 decouples
     #   heads from d_model), the head width of every other scale, and the N of one 48-dim head.
     #   One 48-dim head made S2 the outlier: better than S3 at Ds = 90 after LCCP and flat in
     #   Ds (log LongPPL 3.186 / 3.195 / 3.188 at Ds = 90 / 180 / 270, Dl = 10, constant LCCP);
     #   two heads of 32 fall with Ds (3.274 / 3.254 / 3.243), as every other scale does
-    #   (benchmarks/toy_lccp_lr_probe.py --heads 2 --head-size 32, chapter 2).
+    #   (nblib.probes.lccp_lr --heads 2 --head-size 32, chapter 2).
     v, ml = 1024, 8192
     lr = 1e-2
 
     def shape(d, heads, head_size=None):
-        # SwiGLU width 8d/3 rounded down to a multiple of 8 (Llama's proportion)
-        return _llama(vocab=v, d=d, layers=2, heads=heads, kv=1, ff=int(8 * d / 3) // 8 * 8, max_len=ml, tie=True,
+        return _llama(vocab=v, d=d, layers=2, heads=heads, kv=1, ff=swiglu_width(d), max_len=ml, tie=True,
                       variant="smeared", head_size=head_size)
 
     shapes = {"S1": shape(32, 1), "S2": shape(48, 2, head_size=32), "S3": shape(64, 2), "S4": shape(96, 3),

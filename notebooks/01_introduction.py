@@ -135,8 +135,10 @@ pm
 # %% [markdown]
 # ## Benchmarks
 #
-# Speed targets live in `benchmarks/`, whose scripts write their results to
-# `benchmarks/results/`; this table reads those files (it does not rerun them).
+# Speed targets live in `benchmarks/` (run as `python -m benchmarks.bench_train` and so on),
+# whose scripts write their results to `benchmarks/results/<script>.md`; this table reads
+# those files (it does not rerun them). The experiment probes behind the book's design
+# choices are `python -m nblib.probes`, with their records in `data/probes/`.
 
 # %%
 import re
@@ -147,7 +149,7 @@ reports = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.md"))
 for path in reports:  # each report's own headings become small subheadings here
     ch.markdown(f"**`benchmarks/results/{path.name}`**\n\n" + re.sub(r"(?m)^#+ ", "#### ", path.read_text()))
 if not reports:
-    print("no benchmark results yet: run the scripts in benchmarks/")
+    print("no benchmark results yet: run the benchmarks, e.g. python -m benchmarks.bench_train")
 
 # %%
 ch.done()

@@ -112,18 +112,19 @@ budgets
 # (byte tokens, models of 7K-170K parameters, S1 with one head of size 16) failed that test:
 # loss by position was flat or rising past the 32-byte local chunk, and [chapter 3](03_scaling_law.ipynb)'s law did
 # not extrapolate (held-out R² 0.02 and -6.05). Each lever below was measured with
-# `benchmarks/toy_design_probe.py`, which trains a short-context model and an LCCP
+# `python -m nblib.probes design`, which trains a short-context model and an LCCP
 # continuation through the real run store and trainer, then measures loss by position on
 # held-out files and the **copy gain**: the loss on the first copy of a random token
 # segment minus the loss on its second copy (`nblib.metrics.probes.copy_gain`; a model that
 # looks back and copies gains several nats). Every probe's record is in
-# `benchmarks/results/toy_design_probe.jsonl`; the table shows them all.
+# `data/probes/toy_design_probe.jsonl`; the table shows them all.
 
 # %%
+from nblib.probes import records
 from nblib.store.provenance import REPO_ROOT
 
 probe_table = findings.toy_probe_table(
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_design_probe.jsonl", lines=True))
+    records("toy_design_probe"))
 probe_table.round(3)
 
 # %% [markdown]
@@ -142,18 +143,18 @@ ch.markdown(findings.toy_levers_markdown(probe_table))
 # steps at 256 tokens per step. The first rebuild studied: a 128-token short context (LCCP
 # at 8x that, 1,024 tokens), four layers at every scale, and a batch and LR per shape chosen
 # from loss curves.
-# `benchmarks/toy_lr_batch_probe.py` trains one constant-LR short-stage run per (shape,
+# `python -m nblib.probes lr_batch` trains one constant-LR short-stage run per (shape,
 # batch, LR) through the real run store and trainer, and measures the held-out loss and the
 # random-segment copy gain (a segment of 32 tokens repeated once: the loss on its first copy
 # minus the loss on its second) at fixed shares of its tokens. The batch-16 runs at LR 5e-3
 # form a ladder of four widths (d32, d48, d64, d96, 12M tokens each, 8M at d96), plus the
 # copy-mix lever at d32 (5% of the sequences replaced by a repeated random segment). These
 # runs are probes, not part of the grid below; their records are in
-# `benchmarks/results/toy_lr_batch_probe.jsonl`.
+# `data/probes/toy_lr_batch_probe.jsonl`.
 
 # %%
 lr_batch = toy_design.lr_batch_table(
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lr_batch_probe.jsonl", lines=True))
+    records("toy_lr_batch_probe"))
 lr_batch_summary = toy_design.lr_batch_summary(lr_batch)
 ch.save_table(lr_batch_summary, "toy_lr_batch_summary")
 lr_batch_summary.round(3)
@@ -188,7 +189,7 @@ ch.save_figure(fig, "toy_lr_batch_probe")
 # shape: held-out loss (top) and random-segment copy gain (bottom: loss on a 32-token
 # segment's first copy minus its second) against training tokens, one colour per batch and
 # LR. The dashed line is the 1-nat copy gain the rebuilt toy needs at every scale. Records:
-# `benchmarks/results/toy_lr_batch_probe.jsonl`.
+# `data/probes/toy_lr_batch_probe.jsonl`.
 # :::
 #
 # What the probes say so far (read from the table and {numref}`fig-lr-batch-probe` above;
@@ -200,7 +201,7 @@ ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
 # %% [markdown]
 # **Does copying survive LCCP, and reach twice the short context?** The rebuilt toy needs
 # every Linear-Decay endpoint at the largest budgets to copy from at least 256 tokens back.
-# `benchmarks/toy_lccp_copy_probe.py` continues the d64 ladder run the way the grid's LCCP
+# `python -m nblib.probes lccp_copy` continues the d64 ladder run the way the grid's LCCP
 # does (RoPE base 1e4 -> 5e5, 1,024-token sequences of the length mixture, LR a tenth of the
 # short stage's, constant) and measures the copy gain at 32, 128, 256 and 512 tokens back.
 # The smeared rows continue the 2-layer smeared-key runs of the ablation below (d32 with
@@ -208,7 +209,7 @@ ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
 
 # %%
 lccp_copy = toy_design.lccp_copy_table(
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_copy_probe.jsonl", lines=True))
+    records("toy_lccp_copy_probe"))
 ch.save_table(lccp_copy, "toy_lccp_copy_probe")
 lccp_copy.round(3)
 
@@ -221,8 +222,7 @@ lccp_copy.round(3)
 # not included.
 
 # %%
-rates = toy_design.measured_rates(pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lr_batch_probe.jsonl",
-                                               lines=True))
+rates = toy_design.measured_rates(records("toy_lr_batch_probe"))
 costs = toy_design.design_costs(float(rates["GFLOP/s"].median()))
 ch.save_table(costs, "toy_copy_grid_costs")
 display(rates.round(1))
@@ -240,14 +240,14 @@ ch.markdown(toy_design.ladder_findings(lr_batch_summary, lccp_copy, costs))
 # The grid this book trains (chapters 3-5) came out of the probes above and the smeared-key
 # ablation below. The last probe fixed the shapes: the 2-layer smeared-key model at each of
 # the five widths, with heads of 32 dimensions (one of 48 at d48), trained like the grid's short
-# stage at constant LR for 2M tokens (`benchmarks/toy_lr_batch_probe.py --out
-# benchmarks/results/toy_grid_shapes.jsonl`), then continued by the LCCP probe (its rows with
-# heads of 32 in the LCCP table above). Every width copies from 32 tokens back within 1M
-# tokens, so one token count sizes every scale.
+# stage at constant LR for 2M tokens (`python -m nblib.probes lr_batch --out
+# toy_grid_shapes.jsonl`, records in `data/probes/toy_grid_shapes.jsonl`), then continued by
+# the LCCP probe (its rows with heads of 32 in the LCCP table above). Every width copies from
+# 32 tokens back within 1M tokens, so one token count sizes every scale.
 
 # %%
 grid_shapes = toy_design.lr_batch_summary(toy_design.lr_batch_table(
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_grid_shapes.jsonl", lines=True)))
+    records("toy_grid_shapes")))
 ch.save_table(grid_shapes, "toy_grid_shapes")
 grid_shapes.round(3)
 
@@ -256,12 +256,12 @@ grid_shapes.round(3)
 # short stage's terminal rate (App. A.3). On the first run of this grid at that rate, LongPPL
 # *rose* with $D_l$ at S1-S3 while ShortPPL fell: LCCP taught the models the local text and
 # unlearned the distant copying that LongPPL's key tokens need. The probe below
-# (`benchmarks/toy_lccp_lr_probe.py`) follows LongPPL along one Constant trajectory per LR
+# (`python -m nblib.probes lccp_lr`) follows LongPPL along one Constant trajectory per LR
 # from the grid's short-stage endpoint at $D_s$ = 270 N(S1) ({numref}`fig-lccp-lr-probe`).
 
 # %%
 lccp_lr = toy_design.lccp_lr_table(
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_lr_probe.jsonl", lines=True))
+    records("toy_lccp_lr_probe"))
 ch.save_table(lccp_lr, "toy_lccp_lr_probe")
 ch.markdown(toy_design.lccp_lr_findings(lccp_lr))
 
@@ -286,7 +286,7 @@ ch.save_figure(fig, "toy_lccp_lr_probe")
 # LongPPL (left) and ShortPPL (right) along Constant LCCP trajectories from the short-stage
 # endpoint at $D_s$ = 270 N(S1), one colour per scale; dashed: LCCP at a tenth of the short
 # stage's LR (the paper's ratio), solid: the rate this grid uses. Records:
-# `benchmarks/results/toy_lccp_lr_probe.jsonl`.
+# `data/probes/toy_lccp_lr_probe.jsonl`.
 # :::
 
 # %% [markdown]
@@ -296,14 +296,14 @@ ch.save_figure(fig, "toy_lccp_lr_probe")
 # The recovery was slower at larger N, so the drop from $D_l$ = 10 to 30 differed between
 # scales. The additive law (Eq. 2) has no $N \times D_l$ term, so such a drop is what it cannot
 # fit. The same probe with other LCCP RoPE bases (`--rope-bases`; records in
-# `benchmarks/results/toy_lccp_rope_probe.jsonl`) measures that drop at each scale:
+# `data/probes/toy_lccp_rope_probe.jsonl`) measures that drop at each scale:
 
 # %%
 rope_records = pd.concat([
     # the LR probe ran at the paper's ABF target, 5e5, with the grid's weight decay
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_lr_probe.jsonl", lines=True)
+    records("toy_lccp_lr_probe")
     .assign(rope_base=5e5, weight_decay=0.1),
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_lccp_rope_probe.jsonl", lines=True)])
+    records("toy_lccp_rope_probe")])
 lccp_rope = toy_design.lccp_rope_table(rope_records)
 rope_drops = toy_design.lccp_rope_drops(lccp_rope, 0.03, 270, 10, 30)
 ch.save_table(rope_drops, "toy_lccp_rope_probe")
@@ -323,12 +323,12 @@ ch.markdown(toy_design.lccp_rope_findings(lccp_rope, 0.03, 10, 30))
 # **S2's heads.** On the first grid at base 5e7, S2 (d48, one head of 48 dimensions, the only
 # scale whose heads are not 32 wide) was still the outlier: after LCCP it beat S3 at the
 # smallest $D_s$ and stayed flat in $D_s$. The same probe with S2's head layout changed
-# (`--heads`, `--head-size`; records in `benchmarks/results/toy_s2_heads_probe.jsonl`), next
+# (`--heads`, `--head-size`; records in `data/probes/toy_s2_heads_probe.jsonl`), next
 # to the 48-dim head's records at base 5e7 above:
 
 # %%
 s2_heads = toy_design.lccp_rope_table(pd.concat([
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_s2_heads_probe.jsonl", lines=True),
+    records("toy_s2_heads_probe"),
     rope_records[(rope_records.scale == "S2") & (rope_records.rope_base == 5e7)].assign(heads=1, head_size=48)]),
     extra=("heads", "head_size"))
 s2_table = toy_design.s2_heads_table(s2_heads, lr_frac=0.03, dls=(10, 30))
@@ -354,10 +354,10 @@ design
 # 0.8), Lin's CCC of Constant-Last4 against Linear-Decay at S4 (Fig. 4b, target 0.9) and the
 # share of S1-S4 trajectory points where Last4 is at or below Raw (target 85%). `code` names
 # the commit that ran it (with the one setting changed where the design was never committed);
-# an empty cell was not measured. Records: `benchmarks/results/toy_grid_ladder.csv`.
+# an empty cell was not measured. Records: `data/probes/toy_grid_ladder.csv`.
 
 # %%
-ladder = toy_design.grid_ladder_table(pd.read_csv(REPO_ROOT / "benchmarks" / "results" / "toy_grid_ladder.csv"))
+ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
 ch.save_table(ladder, "toy_grid_ladder")
 ch.markdown(toy_design.grid_ladder_findings(ladder))
 ladder.drop(columns=["change", "measured"]).set_index("design")
@@ -402,16 +402,16 @@ toy_design.lccp_rate_drops(lccp_rope, 5e7, 270, 10, 30).round(3)
 # before this key" in one layer. It adds one parameter per KV head and layer.
 #
 # The ablation trains the same shape with and without smeared keys (`--variant plain` and
-# `--variant smeared` of `benchmarks/toy_lr_batch_probe.py`): two widths, d32 and d48, with two
+# `--variant smeared` of `python -m nblib.probes lr_batch`): two widths, d32 and d48, with two
 # layers, heads of 16 and one KV head, a 128-token context, batch 32 x 128, constant LR 1e-2
 # after 40 warmup steps, 2M tokens, seeds 0 and 1, one thread per run, one run at a time
-# (records in `benchmarks/results/toy_smear_ablation.jsonl`). The wall times were measured
+# (records in `data/probes/toy_smear_ablation.jsonl`). The wall times were measured
 # with the other core busy by other work and vary up to 2x between runs of one setting, so they
 # bound the cost (about a minute per run) rather than compare step times.
 
 # %%
 smear = toy_design.smear_ablation_table(
-    pd.read_json(REPO_ROOT / "benchmarks" / "results" / "toy_smear_ablation.jsonl", lines=True))
+    records("toy_smear_ablation"))
 smear_summary = toy_design.smear_ablation_summary(smear)
 ch.save_table(smear_summary, "toy_smear_ablation")
 smear_summary.round(3)
@@ -441,7 +441,7 @@ ch.save_figure(fig, "toy_smear_ablation")
 # minus its second) against training tokens, for the plain Llama (grey) and the same shape with
 # smeared keys (orange), two seeds each (solid: seed 0, dashed: seed 1), at two widths of two
 # layers. The dotted line is the 1-nat bar for "copies". Records:
-# `benchmarks/results/toy_smear_ablation.jsonl`.
+# `data/probes/toy_smear_ablation.jsonl`.
 # :::
 #
 # What the ablation says (read from the table above):

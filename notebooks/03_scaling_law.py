@@ -260,20 +260,20 @@ ch.save_table(table11, "table11_fitted_params", runs=runs)
 table11.round(6)
 
 # %% [markdown]
-# How long these fits take: `benchmarks/bench_fit.py` times every fit of this chapter and
+# How long these fits take: `python -m benchmarks.bench_fit` times every fit of this chapter and
 # the next on their committed run tables, with the search above and with the first
 # implementation (a coarse start grid, then L-BFGS-B on all seven parameters from 16
 # starts, which on the S1-S4 table ran to its 3,000-iteration limit on most starts).
 
 # %%
-bench_json = REPO_ROOT / "benchmarks" / "results" / "fit.json"
+bench_json = REPO_ROOT / "benchmarks" / "results" / "bench_fit.json"
 if bench_json.is_file():
     fit_bench = json.loads(bench_json.read_text())
     print(f"all fits of chapters 3 and 4 at toy: {fit_bench['total_s']['old']:.0f} s before, "
           f"{fit_bench['total_s']['new']:.0f} s now ({fit_bench['machine']})")
     display(pd.DataFrame(fit_bench["items"]).groupby("chapter")[["fits", "old_s", "new_s"]].sum().round(1))
 else:
-    print("no fit benchmark yet: run python benchmarks/bench_fit.py")
+    print("no fit benchmark yet: run python -m benchmarks.bench_fit")
 
 # %% [markdown]
 # ## Table 3: alternative formulations

@@ -63,7 +63,7 @@ from nblib.book.chapter import Chapter
 from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
 from nblib.lccp.sft import build_sft_mixture, mixture_summary
-from nblib.store.provenance import REPO_ROOT
+from nblib.probes import record_path
 from nblib.training.runner import get_or_run_many
 
 ch = Chapter("05_downstream", budget=budget, seed=seed, run_root=run_root, scale=scale, allowed_scales=("S5",))
@@ -242,7 +242,7 @@ code_needles.groupby(["stage", "dl", "protocol"], sort=False).score.mean().unsta
 # %% [markdown]
 # ### Which models answer? A ladder over the project's models that copy
 #
-# A probe (`benchmarks/toy_ruler_copy_probe.py`) runs both forms, RULER as written and the
+# A probe (`python -m nblib.probes ruler_copy`) runs both forms, RULER as written and the
 # code form, on the project's models that copy a random segment: chapter 2's d64 LCCP rung
 # (copying at its 128-token short context, continued at 1,024 tokens) at each LCCP
 # checkpoint, and Part 2's Models A and B and the all-global control (gains of 1.4-3.2 nats
@@ -251,7 +251,7 @@ code_needles.groupby(["stage", "dl", "protocol"], sort=False).score.mean().unsta
 # after 1/8, 1/4, 1/2 and all of its tokens.
 
 # %%
-probe_path = REPO_ROOT / "benchmarks" / "results" / "toy_ruler_copy_probe.jsonl"
+probe_path = record_path("toy_ruler_copy_probe")
 ruler_probe = None
 if probe_path.exists():
     probe = pd.read_json(probe_path, lines=True)
@@ -284,7 +284,7 @@ ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
 # to find `magic_number_{key} =` among the haystack's assignments and copy what follows. A
 # 2-layer model with smeared keys matches one token back: from the final ` =`, its induction
 # head can attend to every token that follows an ` =`, and a Python haystack has many. The
-# ladder below (`benchmarks/toy_code_needle_levers.py`) changes one thing at a time and keeps
+# ladder below (`python -m nblib.probes code_needle_levers`) changes one thing at a time and keeps
 # RULER's sizing, depths, values and `string_match_all` (`code_niah.make_task`'s
 # `haystack_form` and `key_form`):
 #
@@ -301,7 +301,7 @@ ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
 # prompt minus without it) and how often the value's first token is the model's argmax.
 
 # %%
-lever_path = REPO_ROOT / "benchmarks" / "results" / "toy_code_needle_levers.jsonl"
+lever_path = record_path("toy_code_needle_levers")
 lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame({"run": []})
 # this trajectory's records, and its deeper variants' (the model lever)
 lever_records = downstream.needle_lever_records(lever_records, b, scale)
@@ -313,7 +313,7 @@ if len(lever_records):
     ch.markdown(findings.needle_lever_findings(levers))
 else:
     print(f"no lever records for this trajectory ({run.hash}) in {lever_path}; "
-          f"run benchmarks/toy_code_needle_levers.py after chapter 4")
+          f"run python -m nblib.probes code_needle_levers after chapter 4")
 
 # %% [markdown]
 # S5 reads the needle: with it in the prompt, every value token is more likely by most of a

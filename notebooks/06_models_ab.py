@@ -38,7 +38,6 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
@@ -47,8 +46,7 @@ from nblib.data import get_corpus, get_tokenizer
 from nblib.gemma import pair, training_length
 from nblib.gemma.pair import MODELS
 from nblib.metrics.probes import copy_gain_table, position_loss_table
-from nblib.models import build_model
-from nblib.store.provenance import REPO_ROOT
+from nblib.probes import record_path
 
 ch = Chapter("06_models_ab", budget=budget, seed=seed, run_root=run_root)
 spec = ch.budget.pair
@@ -77,13 +75,9 @@ shapes.fillna("-")
 
 # %%
 blog = get_budget("full").pair
-from_specs = {}
-with torch.device("meta"):  # count without allocating
-    from_specs["A, blog (124M)"] = build_model("gpt2", blog.model_a)
-    from_specs["B, blog (113M)"] = build_model("gemma3", blog.model_b)
-    from_specs[f"A, {budget}"] = build_model("gpt2", spec.model_a)
-    from_specs[f"B, {budget}"] = build_model("gemma3", spec.model_b)
-params = pair.parameter_table(from_specs)
+params = pair.shape_parameter_table({  # built on the meta device: counted without allocating
+    "A, blog (124M)": ("gpt2", blog.model_a), "B, blog (113M)": ("gemma3", blog.model_b),
+    f"A, {budget}": ("gpt2", spec.model_a), f"B, {budget}": ("gemma3", spec.model_b)})
 ch.save_table(params, "parameters")
 params
 
@@ -177,14 +171,14 @@ context_use.join(copying).round(2)
 #
 # The toy pair's training length was set by probes. Each probe trains one model with one
 # lever changed and measures the same quantities on a scratch run store
-# (`benchmarks/pair_probe.py`, records in `benchmarks/results/pair_probe.jsonl`). At 600
+# (`python -m nblib.probes pair`, records in `data/probes/pair_probe.jsonl`). At 600
 # steps Model A does not copy yet, and at 1,200 it does, so the toy pair trains 1,100 steps.
 # For Model B the probes also record how plain RoPE and zero-shot YaRN read past $L$
 # ([chapter 9](09_yarn.ipynb)), with the blog's RoPE base of $10^4$ and with a base of 2,500,
 # which keeps the slowest band's wavelength about as long relative to $L$ as in the blog.
 
 # %%
-probe_path = REPO_ROOT / "benchmarks" / "results" / "pair_probe.jsonl"
+probe_path = record_path("pair_probe")
 probes = pd.read_json(probe_path, lines=True).set_index("name") if probe_path.exists() else pd.DataFrame()
 probes.round(3)
 
@@ -195,7 +189,7 @@ probes.round(3)
 # interval over windows for the difference.
 
 # %%
-final = {k: pair.heldout_loss(m, windows) for k, m in models.items()}
+final = pair.heldout_losses(models, windows)
 ch.markdown(blog_findings.pair_findings(final, speed, params, budget))
 
 # %% [markdown]

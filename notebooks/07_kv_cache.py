@@ -33,8 +33,8 @@
 #
 # ```{note}
 # The sizes and FLOPs below are computed here from the models' real shapes and cache
-# tensors. The speed section reads `benchmarks/results/decode.json`, which
-# `benchmarks/bench_decode.py` writes on this machine (random weights: speed does not depend
+# tensors. The speed section reads `benchmarks/results/bench_decode.json`, which
+# `python -m benchmarks.bench_decode` writes on this machine (random weights: speed does not depend
 # on them).
 # ```
 
@@ -173,12 +173,13 @@ prof
 # as the batch and the prompt grow.
 
 # %%
-bench_path = REPO_ROOT / "benchmarks" / "results" / "decode.json"
+bench_path = REPO_ROOT / "benchmarks" / "results" / "bench_decode.json"
 bench = pd.DataFrame(json.loads(bench_path.read_text())["rows"]) if bench_path.exists() else None
 if bench is None:
-    print("no decode benchmark results yet: run `python benchmarks/bench_decode.py`")
+    print("no decode benchmark results yet: run `python -m benchmarks.bench_decode`")
 else:
-    ch.markdown((REPO_ROOT / "benchmarks" / "results" / "decode.md").read_text().replace("# Decode benchmark\n", ""))
+    ch.markdown((REPO_ROOT / "benchmarks" / "results" / "bench_decode.md").read_text()
+                .replace("# Decode benchmark\n", ""))
 
 # %% tags=["remove-output"]
 #| label: cell-decode-steps
@@ -199,7 +200,7 @@ ch.save_figure(fig, "fig_decode_steps")
 # :label: fig-decode-steps
 # Time per decode step against the megabytes one step reads (every weight once plus the
 # batch's KV cache), for batch 1 and 8 after 128- and 512-token prompts, Models A and B with
-# random weights in fp32 on this machine's CPU (`benchmarks/bench_decode.py`).
+# random weights in fp32 on this machine's CPU (`python -m benchmarks.bench_decode`).
 # :::
 #
 # ## What we see

@@ -39,16 +39,13 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
-import torch
 
 from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.gemma import pair
 from nblib.gemma import position as P
-from nblib.models import build_model
 
 ch = Chapter("08_position", budget=budget, seed=seed, run_root=run_root)
 runs = pair.train_pair(ch.store, ch.budget, seed=seed)  # chapter 6's runs: read, not retrained
@@ -104,8 +101,7 @@ ch.save_figure(fig, "fig_rope_clocks")
 bands = clocks[f"{budget}: h={B.head_dim}, L={L}"]
 weights = P.band_weights(B, bands)
 slow = P.slow_band_weight(weights)
-torch.manual_seed(seed)
-untrained = build_model("gemma3", dict(ch.budget.pair.model_b)).eval()
+untrained = pair.untrained_model(ch.budget, "B", seed)
 slow_untrained = P.slow_band_weight(P.band_weights(untrained, bands))
 even = (bands.group == "slow").mean()
 ch.save_table(weights, "band_weights", runs=[runs["B"]])
@@ -145,15 +141,8 @@ ch.save_figure(fig, "fig_band_heatmap", runs=[runs["B"]])
 text = pair.eval_windows(ch.budget)[:, :L]
 ranked = slow.sort_values("slow_weight").reset_index(drop=True)
 picks = {"highest": ranked.iloc[-1], "median": ranked.iloc[len(ranked) // 2], "lowest": ranked.iloc[0]}
-decomp = {k: P.head_band_scores(B, text, int(r["layer"]), int(r["head"]), bands) for k, r in picks.items()}
-check = {}
-for k, r in picks.items():  # the bands against the score computed directly from rotated q and k
-    q, kk = P.qk_pre_rope(B, text, int(r["layer"]))
-    rot = B.rotary_global if B.layer_windows[int(r["layer"])] is None else B.rotary_local
-    direct = P.mean_score_by_distance(q[:, int(r["head"])], kk[:, int(r["head"]) // (B.n_heads // B.n_kv_heads)],
-                                      *rot(torch.arange(L)))
-    total = decomp[k].groupby("delta").score.sum().to_numpy()
-    check[k] = float(np.abs(total - direct[: len(total)]).max())
+decomp = P.picked_band_scores(B, text, picks, bands)
+check = P.band_sum_errors(B, text, picks, decomp)  # the bands against the score from rotated q and k
 pd.DataFrame({k: {"layer": int(r["layer"]), "head": int(r["head"]), "slow-band weight": r.slow_weight,
                   "max |sum of bands - direct score|": check[k]} for k, r in picks.items()}).T
 
@@ -197,8 +186,7 @@ table = A.wpe.weight.detach()
 sim = P.position_similarity(table)
 by_dist = P.similarity_by_distance(sim)
 pcs, pc_share = P.position_pcs(table, k=3)
-torch.manual_seed(seed)
-random_sim = P.position_similarity(torch.randn_like(table))
+random_sim = P.random_table_similarity(table, seed)
 rope_here = P.rope_similarity(B.head_dim, base, by_dist.delta)
 stats = P.position_summary(sim, rope_here, random_sim)
 ch.save_table(by_dist.assign(rope=rope_here), "position_similarity_by_distance", runs=[runs["A"]])

@@ -54,7 +54,6 @@ from nblib.gemma import extension as X
 from nblib.gemma import pair
 from nblib.gemma import position as P
 from nblib.models.layers import yarn_inv_freq
-from nblib.stats import paired_bootstrap
 from nblib.training.runner import get_or_run
 
 ch = Chapter("09_yarn", budget=budget, seed=seed, run_root=run_root)
@@ -138,7 +137,7 @@ pd.Series({"steps": ft.config.total_steps, "share of pre-training steps": ft.con
 # %%
 docs = X.long_test_docs(ch.budget)
 models = X.extension_models(runs["B"], ft)
-nll = {name: X.page_nll(m, docs) for name, m in models.items()}
+nll = X.page_nlls(models, docs)
 nll_a = X.page_nll(runs["A"].load_model(), docs[:, :L + 1])
 lengths = sorted({L // 4, L // 2, L, 2 * L, 3 * L, sL})
 ppl = X.ppl_by_length({"Model A": nll_a, **nll}, lengths)
@@ -208,10 +207,7 @@ docs8 = X.long_docs_at(ch.budget, 2 * sL)
 cf = spec.control_fraction
 control = "all-global B" if cf == 1 else f"all-global B at {cf:g} of the tokens"
 families = {"Model B": (runs["B"], ft), control: (g_run, g_ft)}
-nll8 = {}
-for fam, (parent_run, ft_run) in families.items():
-    for name, m in X.breakdown_models(parent_run, ft_run, (s, 2 * s)).items():
-        nll8[f"{fam}: {name}"] = X.page_nll(m, docs8)
+nll8 = X.breakdown_nlls(families, docs8, (s, 2 * s))
 breakdown = X.breakdown_table(nll8, L, (1, s, 2 * s))
 ch.save_table(breakdown, "rope_breakdown", runs=[runs["B"], ft, g_run, g_ft])
 print(f"{len(docs8)} held-out pages of {2 * sL} tokens")
@@ -269,8 +265,7 @@ ch.markdown(blog_findings.rope_breakdown_findings(breakdown, breakdown_iv, s))
 ladder = breakdown_length.breakdown_ladder(ch.store, ch.budget, seed=seed)
 n_params_a = sum(p.numel() for p in runs["A"].load_model().parameters())
 reuse = {runs["B"].hash: nll8["Model B: plain RoPE"], g_run.hash: nll8[f"{control}: plain RoPE"]}
-nll_len = {(key, r.config.realized_tokens): reuse[r.hash] if r.hash in reuse else X.page_nll(r.load_model(), docs8)
-           for (key, f), r in ladder.items()}
+nll_len = breakdown_length.ladder_page_nll(ladder, docs8, known=reuse)
 by_length = breakdown_length.breakdown_by_length(nll_len, L, (s, 2 * s), n_params_a)
 ch.save_table(by_length, "breakdown_by_training_length", runs=list(ladder.values()))
 trend = breakdown_length.breakdown_trend(by_length, "B-global", f"{s}L", bar=1.5)
@@ -316,13 +311,7 @@ ch.markdown(blog_findings.breakdown_length_findings(by_length, trend, s))
 # first $L$ tokens, against Model B before YaRN on those first $L$ tokens (dashed).
 
 # %%
-snap_rows = []
-for c in ft.checkpoints():
-    v = X.page_nll_cached(ft, c.step, ft.load_model(c.step), docs, "long_docs")
-    snap_rows.append({"step": c.step, "whole page": np.exp(v.mean()), "first L": np.exp(v[:, :L].mean())})
-zero = nll["zero-shot YaRN"]
-snaps = pd.DataFrame([{"step": 0, "whole page": np.exp(zero.mean()), "first L": np.exp(zero[:, :L].mean())},
-                      *snap_rows])
+snaps = X.finetune_snapshots(ft, docs, L, zero_shot=nll["zero-shot YaRN"])
 ch.save_table(snaps, "finetune_snapshots", runs=[ft])
 snaps.round(3)
 
@@ -352,11 +341,7 @@ ch.save_figure(fig, "fig_finetune_snapshots", runs=[ft])
 
 # %%
 last = L // 8
-wv = {name: X.whole_vs_window(m, docs[:48], window=L, last=last) for name, m in models.items()}
-wv_table = pd.DataFrame({name: {"loss, whole page": t.whole.mean(), f"loss, last {L} only": t.window.mean(),
-                                **dict(zip(["gain", "95% lo", "95% hi"],
-                                           [paired_bootstrap(t.window, t.whole)[k] for k in ("diff", "lo", "hi")]))}
-                         for name, t in wv.items()}).T
+wv_table = X.whole_vs_window_table(models, docs[:48], window=L, last=last)
 ch.save_table(wv_table, "whole_vs_window", runs=[runs["B"], ft])
 wv_table.round(4)
 
@@ -379,25 +364,9 @@ wv_table.round(4)
 tok = get_tokenizer(spec.tokenizer)
 depths = np.linspace(0.05, 0.95, 7).round(2)
 n_per = max(2, 48 // len(depths)) if budget != "smoke" else 1
-long_prompts = X.passkey_prompts(ch.budget, sL - 8, depths, n_per, seed=seed)
-short_prompts = X.passkey_prompts(ch.budget, L - 8, depths, n_per, seed=seed)
-acc = []
-for name, m in models.items():
-    acc.append(X.passkey_accuracy(m, long_prompts, tok).assign(model=name, length=sL - 8))
-acc.append(X.passkey_accuracy(runs["A"].load_model(), short_prompts, tok).assign(model="Model A", length=L - 8))
-acc.append(X.passkey_accuracy(B, short_prompts, tok).assign(model="plain RoPE", length=L - 8))
-# What the task needs beyond copying: the same haystacks and keys, but the prompt ends with
-# the needle's own prefix, so an induction head that copies what followed it answers.
-copy_long = X.passkey_prompts(ch.budget, sL - 8, depths, n_per, seed=seed, query="repeat")
-copy_short = X.passkey_prompts(ch.budget, L - 8, depths, n_per, seed=seed, query="repeat")
-for name, m in models.items():
-    acc.append(X.passkey_accuracy(m, copy_long, tok).assign(model=f"{name}, repeated prefix", length=sL - 8))
-acc.append(X.passkey_accuracy(runs["A"].load_model(), copy_short, tok).assign(model="Model A, repeated prefix",
-                                                                              length=L - 8))
-acc.append(X.passkey_accuracy(B, copy_short, tok).assign(model="plain RoPE, repeated prefix", length=L - 8))
-acc = pd.concat(acc, ignore_index=True)
-passkey = acc.pivot_table(index=["model", "length"], columns="depth", values="correct", aggfunc="mean", sort=False)
-passkey["all depths"] = acc.groupby(["model", "length"], sort=False).correct.mean()
+# Model B's three variants on prompts of sL - 8 tokens; Models A and B (plain RoPE) on L - 8
+passkey = X.passkey_table(ch.budget, models, {"Model A": runs["A"].load_model(), "plain RoPE": B}, depths, n_per,
+                          tok, seed=seed)
 ch.save_table(passkey, "passkey_accuracy", runs=[runs["A"], runs["B"], ft])
 print(f"{n_per} prompts per depth")
 passkey.round(2)

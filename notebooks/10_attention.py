@@ -42,12 +42,12 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.book.figures import glyph_available
 from nblib.data import get_tokenizer
+from nblib.gemma import attention as AT
 from nblib.gemma import pair, training_length
 from nblib.metrics import attention_maps as M
 
@@ -68,11 +68,9 @@ global_layers = [i for i, w in enumerate(models["B"].layer_windows) if w is None
 
 # %%
 prompt = "Learning is Fun 🤗, Keep exploring 🔭"
-ids, _ = M.token_labels(tok, prompt)
-start = torch.cat([torch.tensor([[tok.eos_id]]), ids], 1)
 n_new = max(8, min(24, L // 8))
-for k, m in models.items():
-    print(f"{names[k]}: {prompt!r} -> {tok.decode(m.generate(start, n_new, temperature=0.0)[0, start.size(1):])!r}")
+for k, text in AT.greedy_continuations(models, tok, prompt, n_new).items():
+    print(f"{names[k]}: {prompt!r} -> {text!r}")
 
 # %% [markdown]
 # The blog's models learned English from FineWeb-Edu and answer by repeating the line. At
@@ -86,24 +84,19 @@ for k, m in models.items():
 
 # %%
 twice = f"{prompt}\n{prompt}\n"
-ids2, _ = M.token_labels(tok, twice)
-start2 = torch.cat([torch.tensor([[tok.eos_id]]), ids2], 1)[:, : L - n_new]  # Model A reads at most L tokens
-continuation = {k: tok.decode(m.generate(start2, n_new, temperature=0.0)[0, start2.size(1):]) for k, m in models.items()}
+continuation = AT.greedy_continuations(models, tok, twice, n_new, max_tokens=L - n_new)  # Model A reads <= L tokens
 for k, text in continuation.items():
     print(f"{names[k]}: ... -> {text!r}")
 
 # %% tags=["remove-output"]
 #| label: cell-attention-maps
 n_layers = len(models["A"].blocks)
+maps = AT.layer_maps(models, tok, {k: twice + c for k, c in continuation.items()}, L, renderable=glyph_available)
 fig, axes = plt.subplots(2, n_layers, figsize=(3.6 * n_layers, 7.6))
-for row, (k, m) in enumerate(models.items()):
-    ids_k, labels = M.token_labels(tok, twice + continuation[k], renderable=glyph_available)
-    x = torch.cat([torch.tensor([[tok.eos_id]]), ids_k], 1)[:, :L]
-    labels = ["⟨eos⟩", *labels][: x.size(1)]
-    probs = M.attention_probs(m, x)
+for row, (k, (labels, mean_maps)) in enumerate(maps.items()):
     for layer in range(n_layers):
         ax = axes[row, layer]
-        ax.imshow(probs[layer][0].mean(0), cmap="Blues", vmin=0, vmax=1)
+        ax.imshow(mean_maps[layer], cmap="Blues", vmin=0, vmax=1)
         kind = "" if k == "A" else (" (global)" if layer in global_layers else " (local)")
         ax.set_title(f"{names[k].split(' (')[0]}, layer {layer}{kind}", fontsize=9)
         step = max(1, len(labels) // 28)
@@ -129,7 +122,7 @@ ch.save_figure(fig, "fig_attention_maps", runs=list(runs.values()))
 
 # %%
 windows = M.packed_eval_windows(ch.budget, n=32 if budget != "smoke" else 4)
-measures = pd.concat([M.head_measures(m, windows, tok.eos_id).assign(model=names[k]) for k, m in models.items()])
+measures = AT.head_measure_table(models, windows, tok.eos_id, names)
 ch.save_table(measures.set_index(["model", "layer", "head"]), "head_measures", runs=list(runs.values()))
 by_layer = measures.groupby(["model", "layer"])[["distance", "first_position", "separator"]].mean()
 by_layer.round(3)
@@ -158,7 +151,7 @@ ch.save_figure(fig, "fig_distance_sinks", runs=list(runs.values()))
 # global layers shaded. Left: attention distance (dashed: Model B's window). Middle: share of
 # attention on the window's first position. Right: share on document separators.
 # :::
-
+#
 # ### Why the toy's sinks are small: the data format, then training length
 #
 # The blog's models rest up to 13% (A, first position) and 29% (A) or 11% (B) of a layer's
@@ -186,9 +179,7 @@ fmt.to_frame("this budget's pair")
 ladder = training_length.length_ladder(ch.store, ch.budget, seed=seed)
 sink_windows = windows[: 16 if budget != "smoke" else 4]
 n_params_a = sum(p.numel() for p in models["A"].parameters())
-sinks = pd.DataFrame([{"tokens per parameter": rs["A"].config.realized_tokens / n_params_a, "model": names[k],
-                       **M.sink_summary(M.head_measures(r.load_model(), sink_windows, tok.eos_id))}
-                      for f, rs in sorted(ladder.items()) for k, r in rs.items()])
+sinks = AT.sinks_by_length(ladder, sink_windows, tok.eos_id, n_params_a, names)
 ch.save_table(sinks.set_index(["model", "tokens per parameter"]), "sinks_by_training_length",
               runs=[r for rs in ladder.values() for r in rs.values()])
 sinks.round(3)
@@ -209,16 +200,10 @@ ch.markdown(blog_findings.sink_trend_findings(sinks, fmt, names))
 n_block = max(8, L // 16)
 n_seqs = 32 if budget != "smoke" else 4
 distances = (L // 4, 3 * L // 4)
-tests = {(k, d): M.induction_test(m, tok.vocab_size, tok.eos_id, n_block, d, n_seqs, seed)
-         for k, m in models.items() for d in distances}
-scores = pd.concat([t["scores"].assign(model=names[k], distance=d) for (k, d), t in tests.items()])
+tests = AT.induction_tests(models, tok.vocab_size, tok.eos_id, n_block, distances, n_seqs, seed)
+scores, induction = AT.induction_tables(tests, names)
 ch.save_table(scores.set_index(["model", "distance", "layer", "head"]), "induction_scores",
               runs=list(runs.values()))
-best = {key: t["scores"].loc[t["scores"].score.idxmax()] for key, t in tests.items()}
-induction = pd.DataFrame([{"model": names[k], "distance": d, "best head": "layer {}, head {}".format(
-    int(best[(k, d)]["layer"]), int(best[(k, d)]["head"])), "best score": t["scores"].score.max(),
-    "heads > 0.3": int((t["scores"].score > 0.3).sum()), "loss, first copy": t["first"],
-    "loss, repeat": t["repeat"]} for (k, d), t in tests.items()])
 induction.round(3)
 
 # %% tags=["remove-output"]
@@ -261,24 +246,8 @@ ch.save_figure(fig, "fig_induction", runs=list(runs.values()))
 
 # %%
 natural = pair.eval_windows(ch.budget)
-rows = []
-for k, m in models.items():
-    s_in = tests[(k, distances[0])]["scores"].sort_values("score", ascending=False)
-    top = s_in[s_in.score > 0.3]
-    top = top if len(top) else s_in.head(1)
-    rest = s_in.drop(top.index)
-    prev = rest.sort_values("previous_token", ascending=False).head(len(top))
-    low = rest.drop(prev.index).assign(both=lambda d: d.score + d.previous_token).sort_values("both").head(len(top))
-    for label, heads in (("none", None), ("induction heads", top), ("previous-token heads", prev),
-                         ("lowest on both (control)", low)):
-        spec_heads = {} if heads is None else heads.groupby("layer")["head"].apply(list).to_dict()
-        with M.head_ablation(m, spec_heads):
-            rows.append({"model": names[k], "ablated": label, "heads": ", ".join(
-                f"L{la}h{h}" for la, hs in spec_heads.items() for h in hs) or "-",
-                **{f"repeat loss @{d}": M.copy_loss(m, tok.vocab_size, tok.eos_id, n_block, d, n_seqs, seed + 1)
-                   for d in distances},
-                "held-out loss": float(pair.heldout_loss(m, natural).mean())})
-ablation = pd.DataFrame(rows)
+ablation = AT.ablation_table(models, tests, distances, natural, tok.vocab_size, tok.eos_id, n_block, n_seqs, seed,
+                             names)
 ch.save_table(ablation, "induction_ablation", runs=list(runs.values()))
 ablation.round(3)
 

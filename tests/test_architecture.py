@@ -9,6 +9,8 @@
 - The packages keep the order of `LAYERS` (nblib/__init__.py's table): a package imports only
   packages in rows above its own, and the top level stays small enough to read as the book's
   table of contents.
+- The notebooks call the library and plot: no fit or metric of `ANALYSIS_CALLS` and no model
+  call (`model_calls_in_loops`) inside a loop, and no torch import.
 """
 
 import ast
@@ -144,7 +146,7 @@ def test_layers_point_down(lower, upper):
 # The package order, lowest row first (the table in nblib/__init__.py). A package may import
 # its own modules and the packages of rows above it; never a package of its own row or below.
 LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("budgets",), ("data",), ("export",),
-          ("metrics", "evals"), ("training",), ("lccp", "gemma"), ("book",)]
+          ("metrics", "evals"), ("training",), ("lccp", "gemma"), ("probes",), ("book",)]
 
 
 def package_of(module: str) -> str:
@@ -174,7 +176,7 @@ def test_every_package_has_a_layer():
 
 def test_top_level_is_small():
     entries = [p.name for p in PKG.iterdir() if p.name != "__pycache__"]
-    assert len(entries) <= 15, sorted(entries)
+    assert len(entries) <= 16, sorted(entries)
 
 
 def test_packages_import_only_rows_above_them():
@@ -236,6 +238,204 @@ def test_loop_detector_flags_a_fit_loop():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebooks_hold_no_fit_or_metric_loops(path):
     assert analysis_in_loops(path.read_text()) == []
+
+
+# The general rule: a notebook calls the library and plots; it never loops over model calls,
+# and it never imports torch (so it computes no tensors and enters no torch.no_grad of its
+# own). A model is what a call named `load_model` or `*_model(s)` returns (`run.load_model`,
+# `pair.pair_models`, `extension.extension_models`, `build_model`, ...), a name bound to one,
+# an entry of one (`models["A"]`), a container holding one, or `.eval()` of one; a loop
+# variable over `.items()` / `.values()` of models (or over models themselves) is one too.
+# Inside a loop body or a comprehension's element, a call that loads or builds a model, calls
+# a model or a method of one (`m(x)`, `m.generate(...)`), or hands a model to a function
+# (`page_nll(m, docs)`, `head_ablation(m, heads)`) is a model call; so is `map` over models.
+# What a loop header or a comprehension's first iterable evaluates once is not in the loop
+# (`for k, v in f(models).items()` calls f once). The fits and statistics of the list above
+# involve no model, so that list stays.
+RETURNS_MODELS = ("load_model",)
+MODEL_METHODS_RETURNING_MODELS = {"eval", "train", "to", "float", "double", "half", "cpu", "cuda"}
+ITERATION_WRAPPERS = {"enumerate", "zip", "sorted", "reversed", "list", "tuple"}
+CONTAINER_METHODS = {"items", "values", "keys", "get"}  # of a dict of models: no model runs
+
+
+def _returns_models(call: ast.Call) -> bool:
+    name = _called_name(call)
+    return name in RETURNS_MODELS or name.endswith(("_model", "_models"))
+
+
+def _is_model(node, models: set) -> bool:
+    """Whether the expression is a model, or a container or entry of models (see above)."""
+    if isinstance(node, ast.Name):
+        return node.id in models
+    if isinstance(node, ast.Call):
+        f = node.func
+        return _returns_models(node) or (isinstance(f, ast.Attribute) and f.attr in MODEL_METHODS_RETURNING_MODELS
+                                         and _is_model(f.value, models))
+    if isinstance(node, (ast.Subscript, ast.Starred)):
+        return _is_model(node.value, models)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_model(e, models) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(_is_model(v, models) for v in node.values)
+    if isinstance(node, ast.IfExp):
+        return _is_model(node.body, models) or _is_model(node.orelse, models)
+    return False
+
+
+def _names_in(target) -> set:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _bound_models(target, it, models: set) -> set:
+    """The names of a loop's `target` that iterating over `it` binds to models: the values of
+    `models.items()` (not the keys), every name for `.values()` or models themselves, and
+    through enumerate, zip, sorted, list, ... element by element."""
+    call = it if isinstance(it, ast.Call) else None
+    method = call.func.attr if call and isinstance(call.func, ast.Attribute) else None
+    wrapper = call.func.id if call and isinstance(call.func, ast.Name) else None
+    two = isinstance(target, ast.Tuple) and len(target.elts) == 2
+    if method in ("items", "values") and _is_model(call.func.value, models):
+        return _names_in(target.elts[1] if method == "items" and two else target)
+    if wrapper == "enumerate" and call.args:
+        return _bound_models(target.elts[1], call.args[0], models) if two else _bound_models(target, call.args[0], models)
+    if wrapper == "zip":
+        if isinstance(target, ast.Tuple) and len(target.elts) == len(call.args):
+            return set().union(*(_bound_models(t, a, models) for t, a in zip(target.elts, call.args)))
+        return _names_in(target) if any(_bound_models(target, a, models) for a in call.args) else set()
+    if wrapper in ITERATION_WRAPPERS and call.args:
+        return _bound_models(target, call.args[0], models)
+    return _names_in(target) if _is_model(it, models) else set()
+
+
+def _yields_models(it, models: set) -> bool:
+    """Whether iterating over `it` gives models (or tuples holding them)."""
+    return bool(_bound_models(ast.Name(id="_"), it, models))
+
+
+def model_names(tree: ast.AST) -> set:
+    """Every name the notebook binds to a model (assignments and loop variables), to a fixpoint."""
+    models: set = set()
+    while True:
+        before = len(models)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and _is_model(node.value, models):
+                for t in node.targets:
+                    models |= _names_in(t)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None and _is_model(node.value, models):
+                models |= _names_in(node.target)
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                models |= _bound_models(node.target, node.iter, models)
+        if len(models) == before:
+            return models
+
+
+def _loop_bodies(tree: ast.AST):
+    """(loop node, the parts of it that run once per iteration)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For):
+            yield node, [*node.body, *node.orelse]
+        elif isinstance(node, ast.While):
+            yield node, [node.test, *node.body, *node.orelse]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            for i, gen in enumerate(node.generators):
+                parts += [*gen.ifs, *([gen.iter] if i else [])]
+            yield node, parts
+
+
+def model_calls_in_loops(source: str) -> list[str]:
+    """"line N: what" for every model call inside a loop or comprehension of `source`, and
+    every `map` over models (the rule above)."""
+    tree = ast.parse(source)
+    models = model_names(tree)
+    found = []
+    for loop, parts in _loop_bodies(tree):
+        for part in parts:
+            for c in ast.walk(part):
+                if not isinstance(c, ast.Call):
+                    continue
+                f = c.func
+                if _returns_models(c):
+                    what = f"loads or builds a model ({_called_name(c)})"
+                elif _is_model(f, models) or (isinstance(f, ast.Attribute) and f.attr not in CONTAINER_METHODS
+                                              and _is_model(f.value, models)):
+                    what = f"calls a model ({ast.unparse(f)})"
+                elif any(_is_model(a, models) for a in [*c.args, *(k.value for k in c.keywords)]):
+                    what = f"hands a model to {_called_name(c) or ast.unparse(f)}"
+                else:
+                    continue
+                found.append(f"line {c.lineno}: a loop from line {loop.lineno} {what}")
+    for c in ast.walk(tree):
+        if isinstance(c, ast.Call) and _called_name(c) == "map" and any(_yields_models(a, models) for a in c.args[1:]):
+            found.append(f"line {c.lineno}: map over models")
+    return sorted(set(found), key=lambda s: int(s.split()[1].rstrip(":")))
+
+
+def torch_imports(source: str) -> list[int]:
+    """Lines of `source` that import torch or one of its modules."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == "torch" or n.startswith("torch.") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+# Planted cases: measurement loops of the kind that belongs in nblib (flagged), and notebook
+# code that is not (clean)
+PAIR = "models = pair.pair_models(runs)\n"
+FLAGGED = {
+    "a dict comprehension over models": PAIR + "final = {k: pair.heldout_loss(m, w) for k, m in models.items()}\n",
+    "a method of the model in a loop": PAIR + "for k, m in models.items():\n    print(m.generate(x, 8))\n",
+    "a model loaded per checkpoint": "for c in ft.checkpoints():\n    v = X.page_nll(ft.load_model(c.step), docs)\n",
+    "a model loaded per run in a comprehension": "nll = {k: X.page_nll(r.load_model(), d) for k, r in ladder.items()}\n",
+    "an enumerate over models": PAIR + "for row, (k, m) in enumerate(models.items()):\n    p = M.attention_probs(m, x)\n",
+    "a model bound before the loop": 'B = runs["B"].load_model()\n'
+                                     "for k, r in picks.items():\n    q = P.qk_pre_rope(B, text, r.layer)\n",
+    "a model called directly": PAIR + 'A, B = models["A"], models["B"]\nfor x in xs:\n    out.append(A(x))\n',
+    "models inside a literal": 'm = {"A": run.load_model(), "B": b}\nfor name, mm in m.items():\n    acc.append(f(mm, p))\n',
+    "a model handed to a context manager": PAIR + "for k, m in models.items():\n"
+                                                  "    with M.head_ablation(m, heads):\n        y = g()\n",
+    "models built in a loop": "for fam, (p, f) in families.items():\n"
+                              "    for n, m in X.breakdown_models(p, f, (4,)).items():\n        pass\n",
+    "a while loop": PAIR + "while t < 3:\n    t += X.page_nll(models['A'], d).mean()\n",
+    "map over models": PAIR + "out = list(map(score, models.values()))\n",
+}
+CLEAN = {
+    "a library call per model, outside any loop": PAIR + "nll = X.page_nlls(models, docs)\n",
+    "plotting the results": "nll = X.page_nlls(models, docs)\nfor name, v in nll.items():\n    ax.plot(v.mean(0), label=name)\n",
+    "relabelling models, no call": PAIR + "t = table({NAMES[k]: m for k, m in models.items()})\n",
+    "the keys of models are no models": PAIR + "labels = {k: label(k) for k, m in models.items()}\n",
+    "attributes of a model": 'B = runs["B"].load_model()\ng = [i for i, w in enumerate(B.layer_windows) if w is None]\n',
+    "a call in the loop header runs once": PAIR + "for k, c in copy_curves(models, 8).items():\n    ax.plot(c)\n",
+    "counting parameters": 'n = sum(p.numel() for p in runs["A"].load_model().parameters())\n',
+}
+
+
+@pytest.mark.parametrize("case", FLAGGED)
+def test_model_loop_rule_flags_a_planted_loop(case):
+    assert model_calls_in_loops(FLAGGED[case]) != []
+
+
+@pytest.mark.parametrize("case", CLEAN)
+def test_model_loop_rule_passes_library_calls_and_plots(case):
+    assert model_calls_in_loops(CLEAN[case]) == []
+
+
+def test_torch_import_finder():
+    assert torch_imports("import torch\nimport torch.nn as nn\nfrom torch import nn\nimport numpy\n") == [1, 2, 3]
+    assert torch_imports("import torchvision\nfrom nblib import torch_free\n") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebooks_never_loop_over_model_calls(path):
+    assert model_calls_in_loops(path.read_text()) == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebooks_never_import_torch(path):
+    assert torch_imports(path.read_text()) == []
 
 
 # ---------------------------------------------------------------------------------------

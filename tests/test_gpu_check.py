@@ -1,8 +1,8 @@
-"""benchmarks/gpu_check.py: the tiny run passes every check and writes every section, its dry run
+"""`python -m benchmarks.gpu_check`: the tiny run passes every check and writes every section, its dry run
 lists the full scales without allocating, planted faults make it exit non-zero, and its pieces
 (peak table, token comparison, out-of-memory report) behave."""
 
-import importlib.util
+import importlib
 import json
 import math
 import os
@@ -16,21 +16,18 @@ import subproc
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+MODULE = "benchmarks.gpu_check"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run(*args, timeout=300):
-    return subproc.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=ENV,
+    return subproc.run([sys.executable, "-m", MODULE, *args], capture_output=True, text=True, env=ENV,
                           cwd=ROOT, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def gc():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(MODULE)
 
 
 def test_tiny_run_writes_every_section(tmp_path):
@@ -39,6 +36,9 @@ def test_tiny_run_writes_every_section(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads(out.read_text())
     assert res["mode"] == "tiny" and res["ok"] is True and all(res["checks"].values())
+    manifest = json.loads((tmp_path / "tiny.manifest.json").read_text())
+    assert manifest["files"] == ["tiny.json"] and manifest["writer"] == MODULE
+    assert manifest["writes"][0]["command"].startswith(f"python -m {MODULE} --tiny --out ")
     assert res["torch"] == torch.__version__ and res["device"]["name"] and res["wall_s"] > 0
     assert res["peak_tflops"] is None  # CPU: unknown peak, so MFU is null
     assert [t["scale"] for t in res["train"]] == ["S1", "S2", "S3", "S4", "S5"]

@@ -295,10 +295,10 @@ def test_variants_are_named_and_plain_adds_nothing():
 
 def test_only_models_and_budgets_name_the_flag():
     """The smear is a model's business: outside nblib/models/ and nblib/budgets.py no library
-    module, notebook or benchmark names the config field (they pick variants by name)."""
+    module, notebook, benchmark or probe record names the config field (they pick variants by name)."""
     allowed = {REPO / "nblib" / "budgets.py"}
     offenders = []
-    for folder in ("nblib", "notebooks", "benchmarks"):
+    for folder in ("nblib", "notebooks", "benchmarks", "data/probes"):
         for path in sorted((REPO / folder).rglob("*")):
             if not path.is_file() or path.suffix not in (".py", ".ipynb", ".md", ".json", ".jsonl"):
                 continue

@@ -165,3 +165,27 @@ def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
     assert "Every target at once: X." in grid_ladder_findings(grid_ladder_table(recs))
     with pytest.raises(ValueError, match="lack columns"):
         grid_ladder_table(recs.drop(columns=[ccc]))
+
+
+def test_design_table_reads_the_toy_budget_and_the_papers_numbers():
+    """The design table's words come from the budgets: the toy's settings, and in the paper
+    column the `full` budget's, which are the LCCP paper's (§3.1, App. A.3, Table 1)."""
+    from nblib.budgets import get_budget
+
+    shapes = pd.DataFrame({"copies from tokens": [0.5e6, 1e6]})
+    lccp = pd.DataFrame({"copy gain @256": [0.5, 2.0]}, index=pd.MultiIndex.from_tuples(
+        [("d32, heads of 32, smeared", 0), ("d32, heads of 32, smeared", 250_000)], names=["parent", "LCCP tokens"]))
+    t = TD.grid_design_table(get_budget("toy"), shapes, lccp)
+    assert t.loc["LCCP / extension contexts", "toy"] == "1024 / 4096 (8x, 4x)"
+    assert t.loc["RoPE bases", "toy"] == "1e4 / 5e7 / 5e8 (ABF x5,000 at LCCP, x10 at the extension)"
+    assert t.loc["short stage", "toy"] == "32 x 128 tokens a step, LR 0.01, 40 warmup steps, WSD"
+    assert t.loc["Ds", "toy"] == "90, 180, 270 x N(S1) = 2.13M, 4.27M, 6.40M"
+    assert t.loc["span of N", "measured"] == "two layers at every scale: width alone spans N, so S1 keeps a 32-dim head"
+    assert t.loc["shapes", "measured"].startswith("copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 2.0-2.0")
+    assert t.loc["Ds", "measured"] == "S1's smallest Ds (2.13M) is 2.1x past the latest onset"
+    assert t["paper"].to_dict() == {
+        "shapes": "Llama, 31M-821M non-embedding", "span of N": "26x", "short context": "4,096",
+        "LCCP / extension contexts": "32K / 128K (8x, 4x)", "RoPE bases": "1e4 / 5e5 / 5e6 (x50, x10)",
+        "token unit": "each scale's N", "Ds": "90-450 x N (5 values)", "Dl": "10-50 x N (5 values)",
+        "S5": "9 configurations; trajectory to 120N", "short stage": "Table 7", "LCCP": "GBS / 8, LR / 10",
+        "grid": "5 x 5 at S1-S4, 9 at S5; 3 seeds"}

@@ -1,4 +1,4 @@
-"""Regenerate and execute the two tiny sample notebooks used by tests/test_book.py.
+"""Regenerate and execute the two tiny sample notebooks used by tests/test_book_site.py.
 
 Run from the repo root with the venv: `.venv/bin/python book/sample/make_notebooks.py`.
 The executed notebooks are committed, so the tests never execute anything.

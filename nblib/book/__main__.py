@@ -1,4 +1,4 @@
-"""`python -m nblib.book run|test|sync`: see nblib.book.build."""
+"""`python -m nblib.book run|test|sync|toc`: see nblib.book.build."""
 
 import sys
 

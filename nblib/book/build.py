@@ -4,8 +4,11 @@
     python -m nblib.book test                  # smoke chapters + nbval-lax + book check (`make test`)
     python -m nblib.book run --jobs 2          # two chapters at a time (`test` runs one per core)
     python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
+    python -m nblib.book toc                   # write myst.yml's table of contents from the registry
 
-Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`.
+Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`, and
+listed in the chapter registry (nblib.book.chapters: order, title, part, and whose runs each
+reads); `run` and `test` stop before any chapter runs when the two disagree.
 Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
 chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page.
 """
@@ -32,6 +35,7 @@ import nbformat
 import pandas as pd
 import papermill as pm
 
+from nblib.book.chapters import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.book.figures import figure_problems, figures_root, table_problems
 from nblib.book.html import BOOK, build_html, preflight_html
 from nblib.budgets import get_budget
@@ -39,11 +43,23 @@ from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.provenance import REPO_ROOT, code_version
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
+NOT_RUN = "no chapter was run: the notebooks and the chapter registry (nblib/book/chapters.py) disagree"
 
 
 def chapters() -> list[str]:
-    """Chapter names in book order (`01_introduction`, ...)."""
-    return sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+    """Chapter names in book order (`01_introduction`, ...), from the chapter registry."""
+    return chapter_names(CHAPTERS)
+
+
+def registry_problems(stop: str = "") -> list[str]:
+    """check_registry over NOTEBOOKS, each problem printed, then `stop` when there is one: the
+    commands stop before any chapter runs when the notebooks and the registry disagree."""
+    problems = check_registry(NOTEBOOKS, CHAPTERS)
+    for p in problems:
+        print(f"[book] chapter registry: {p}", file=sys.stderr)
+    if problems and stop:
+        print(f"[book] {stop}", file=sys.stderr)
+    return problems
 
 
 def sync(check: bool = False) -> list[str]:
@@ -155,33 +171,33 @@ def benchmark_summary() -> list[str]:
     """Markdown lines for the run report: each benchmark result file and its key numbers."""
     bench = REPO_ROOT / "benchmarks" / "results"
     lines = []
-    lp = bench / "longppl.json"
+    lp = bench / "bench_longppl.json"
     if lp.exists():
         r = json.loads(lp.read_text())["ratios"]
-        lines.append(f"- `benchmarks/results/longppl.md`: nblib's LongPPL against the reference implementation's "
-                     f"way, same numbers; annotate {r['annotate']['wall']:.2f}x faster with "
+        lines.append(f"- `benchmarks/results/bench_longppl.md`: nblib's LongPPL against the reference "
+                     f"implementation's way, same numbers; annotate {r['annotate']['wall']:.2f}x faster with "
                      f"{r['annotate']['memory']:.1f}x less peak memory, evaluate {r['evaluate']['wall']:.2f}x faster "
                      f"with {r['evaluate']['memory']:.1f}x less.")
-    tt = bench / "train_throughput.json"
+    tt = bench / "bench_train.json"
     if tt.exists():
         d = json.loads(tt.read_text())
         rows = d.get("rows", [])
         ratio = [r.get("ours_vs_plain") for r in rows if isinstance(r, dict) and r.get("ours_vs_plain") is not None]
-        lines.append(f"- `benchmarks/results/train_throughput.md`: the trainer at every toy scale; MFU at the "
+        lines.append(f"- `benchmarks/results/bench_train.md`: the trainer at every toy scale; MFU at the "
                      f"largest scale {100 * d['largest_scale_mfu']:.1f}% (goal: {d.get('goal', '')})"
                      + (f"; {min(ratio):.2f}-{max(ratio):.2f}x a plain training loop." if ratio else "."))
-    dec = bench / "decode.json"
+    dec = bench / "bench_decode.json"
     if dec.exists():
         rows = json.loads(dec.read_text())["rows"]
         ratio = [r["hf_generate_s"] / r["generate_s"] for r in rows]
-        lines.append(f"- `benchmarks/results/decode.md`: Models A and B decoding with and without the KV cache; "
+        lines.append(f"- `benchmarks/results/bench_decode.md`: Models A and B decoding with and without the KV cache; "
                      f"`transformers`' generate() takes {min(ratio):.2f}-{max(ratio):.2f}x the time of ours "
                      f"(> 1: ours is faster), same greedy tokens: "
                      f"{'yes' if all(r['same_tokens_as_transformers'] for r in rows) else 'NO'}.")
-    probe = bench / "toy_design_probe.jsonl"
+    probe = REPO_ROOT / "data" / "probes" / "toy_design_probe.jsonl"
     if probe.exists():
         n = sum(1 for line in probe.read_text().splitlines() if line.strip())
-        lines.append(f"- `benchmarks/results/toy_design_probe.jsonl`: {n} probes behind the toy budget "
+        lines.append(f"- `data/probes/toy_design_probe.jsonl`: {n} probes behind the toy budget "
                      f"(chapter 2, \"The toy budget: how it was chosen\").")
     return lines
 
@@ -211,8 +227,9 @@ def run_report(times: list[dict], budget: str, elapsed: float | None = None, job
 
 
 def stage_book(out_dir: Path, report_md: str) -> None:
-    """Assemble the buildable book in out_dir: myst.yml, book/ pages, template, executed notebooks."""
-    shutil.copy2(REPO_ROOT / "myst.yml", out_dir / "myst.yml")
+    """Assemble the buildable book in out_dir: myst.yml (its table of contents written from the
+    chapter registry), book/ pages, template, executed notebooks."""
+    atomic_write_text(out_dir / "myst.yml", with_toc((REPO_ROOT / "myst.yml").read_text(), CHAPTERS))
     dst = out_dir / "book"
     if dst.exists():
         shutil.rmtree(dst)
@@ -336,26 +353,16 @@ def _execute_in_worker(name: str, budget: str, out_dir: Path, params: dict | Non
     return execute(name, budget, out_dir, params, env=env)
 
 
-# Chapters that read runs another chapter trains: each waits until those have finished when
-# chapters run at the same time. Reading a run another process is still training is safe (the
-# run store's lock makes the reader wait), but the lock's "waiting for it" lines would land on
-# the reader's page, among its progress bars.
-CHAPTER_NEEDS = {
-    "03_scaling_law": ("02_setup",),  # the LongPPL reference
-    "04_constant_last4": ("03_scaling_law",),  # the short stages and the Linear-Decay grid
-    "05_downstream": ("04_constant_last4",),  # the S5 Constant trajectory
-    **{n: ("06_models_ab",) for n in ("07_kv_cache", "08_position", "09_yarn", "10_attention")},  # Models A, B
-}
-
-
 def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | None = None, jobs: int = 1,
                 worker=None, needs: dict | None = None) -> list[dict]:
     """Execute chapters, `jobs` at a time; return their records in the order of `names`.
 
-    A chapter starts once the chapters it reads runs from (`needs`, default CHAPTER_NEEDS,
-    those among `names`) have ended, whether or not they succeeded; otherwise chapters start
-    in book order. So chapter 5 never reads chapter 4's S5 trajectory while chapter 4 is
-    training it, and Part 2 runs beside Part 1. Were two chapters to need the same run at
+    A chapter starts once the chapters it reads runs from (`needs`, default the chapter
+    registry's, those among `names`) have ended, whether or not they succeeded; otherwise
+    chapters start in book order. So chapter 5 never reads chapter 4's S5 trajectory while
+    chapter 4 is training it (the run store's lock would make it wait, but the lock's
+    "waiting for it" lines would land on its page, among its progress bars), and Part 2 runs
+    beside Part 1. Were two chapters to need the same run at
     once anyway, the run store's per-run lock makes the second wait for the first to finish
     it and then read it, never train it twice (`nblib.training.runner.get_or_run`); every
     shared cache is written atomically. Each chapter's kernel gets an equal share of the
@@ -366,7 +373,7 @@ def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | Non
     jobs = max(1, min(jobs, len(names)))
     if jobs == 1:
         return [execute(n, budget, out_dir, params) for n in names]
-    needs = CHAPTER_NEEDS if needs is None else needs
+    needs = chapter_needs(CHAPTERS) if needs is None else needs
     waits = {n: set(needs.get(n, ())) & set(names) for n in names}
     share = str(max(1, (os.cpu_count() or 1) // jobs))
     env = {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
@@ -399,6 +406,8 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     """Execute chapters (`jobs` at a time, `execute_all`), write the timings, build and check
     the HTML book. Returns an exit code."""
     get_budget(budget)
+    if registry_problems(stop=NOT_RUN):
+        return 1
     names = names or chapters()
     unknown = set(names) - set(chapters())
     if unknown:
@@ -454,6 +463,8 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
     a time, default one per core), the book build and its check, then nbval-lax over the
     papermill-parameterised notebooks (one per core)."""
     jobs = book_jobs(jobs)
+    if registry_problems(stop=NOT_RUN):
+        return 1
     if out_dir.exists():
         shutil.rmtree(out_dir)  # always fresh: never pass on runs cached by older code
     out_dir.mkdir(parents=True)
@@ -498,6 +509,8 @@ def main(argv=None) -> int:
                    help="smoke chapters executed at once (default: $NBLIB_BOOK_JOBS, else one per CPU core)")
     s = sub.add_parser("sync", help="regenerate notebooks/*.ipynb from the .py sources")
     s.add_argument("--check", action="store_true")
+    c = sub.add_parser("toc", help="write myst.yml's table of contents from the chapter registry")
+    c.add_argument("--check", action="store_true", help="only report whether myst.yml's toc is stale")
     args = ap.parse_args(argv)
     if args.cmd == "run":
         out = Path(args.out) if args.out else REPO_ROOT / "_build" / args.budget
@@ -505,6 +518,12 @@ def main(argv=None) -> int:
         return run_book(args.budget, out, names, build=not args.no_build, jobs=book_jobs(args.jobs))
     if args.cmd == "test":
         return test_book(Path(args.out), jobs=args.jobs)
+    if registry_problems():
+        return 1
+    if args.cmd == "toc":
+        stale = sync_toc(check=args.check)
+        print(f"myst.yml's toc: {'stale' if stale and args.check else 'rewritten' if stale else 'up to date'}")
+        return 1 if (args.check and stale) else 0
     stale = sync(check=args.check)
     print("stale: " + (", ".join(stale) if stale else "none"))
     return 1 if (args.check and stale) else 0

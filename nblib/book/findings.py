@@ -24,8 +24,8 @@ def bullets(lines) -> str:
 # Chapter 2: how the toy budget was chosen
 # ---------------------------------------------------------------------------------------
 def toy_probe_table(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per toy-design probe (benchmarks/toy_design_probe.py's JSONL records): its
-    settings, loss by position after LCCP, and copy gains."""
+    """One row per toy-design probe (`nblib.probes.design`'s records, data/probes/toy_design_probe.jsonl):
+    its settings, loss by position after LCCP, and copy gains."""
     args = pd.json_normalize(records["args"])
     return pd.DataFrame({
         "probe": records["name"], "tokenizer": args["tokenizer"], "N (non-emb.)": records["n_params"],

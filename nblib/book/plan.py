@@ -23,16 +23,18 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from nblib.budgets import SCALES, Budget, BudgetError, get_budget
+from nblib.book.chapters import input_chapters
+from nblib.budgets import Budget, BudgetError, get_budget
 from nblib.cli import run_cli
 from nblib.data.bpe import TOKENIZER_DIR
 from nblib.data.corpus import STDLIB_SPEC, find_manifest, stdlib_root
+from nblib.lccp import grid
 from nblib.models import build_model
 from nblib.store.provenance import REPO_ROOT
-from nblib.training.schedules import wsd_stable_steps
+from nblib.training.train import _ckpt_steps
 
-LCCP_CHAPTERS = ("02_setup", "03_scaling_law", "04_constant_last4", "05_downstream")
-PAIR_CHAPTERS = ("06_models_ab", "07_kv_cache", "08_position", "09_yarn", "10_attention")
+LCCP_CHAPTERS = input_chapters("lccp")  # the chapters that read the LCCP inputs (nblib.book.chapters)
+PAIR_CHAPTERS = input_chapters("gemma")  # those that read Models A and B's corpus and tokenizer
 # The default GPU of the compute table: H100 SXM, dense bf16 (the paper trained on H800s,
 # the same compute die). MFU 0.4 is a good single-node figure for these model sizes.
 DEFAULT_PEAK_TFLOPS = 989.0
@@ -144,41 +146,22 @@ def _steps(tokens: int, tokens_per_step: int) -> int:
 
 def run_list(b: Budget) -> list[dict]:
     """The training runs of every chapter: {chapter, what, family, model, seq_len, tokens,
-    checkpoints}. Tokens are those the run trains itself (a WSD branch continues its trunk)."""
+    checkpoints}. Chapters 2-4 are the stages of `nblib.lccp.grid.grid_runs`, counted over
+    their run configs: tokens are those a run trains itself (`grid.trained_tokens`: a WSD
+    branch continues its trunk), checkpoints those the trainer keeps."""
     out = []
 
     def add(chapter, what, family, model, seq_len, tokens, checkpoints):
         out.append(dict(chapter=chapter, what=what, family=family, model=model, seq_len=seq_len,
                         tokens=int(tokens), checkpoints=int(checkpoints)))
 
-    if b.reference["kind"] == "nblib":
-        ref = b.reference
-        tps = ref["batch"] * b.long_seq_len
-        add("02_setup", "LongPPL reference", "llama", ref["model"], b.long_seq_len,
-            _steps(ref["n_tokens"], tps) * tps, 1)
-    for scale in SCALES:
-        spec, model = b.scale(scale), b.scale(scale).model
-        tps_s, tps_l = spec.batch_short * b.short_seq_len, spec.batch_long * b.long_seq_len
-        total = {m: _steps(b.n_tokens(scale, m), tps_s) for m in b.ds_multiples}
-        stable = {m: wsd_stable_steps(t, 1 / 9) for m, t in total.items()}
-        trunk = max(max(stable.values()), 1)
-        add("03_scaling_law", f"{scale} short stage (trunk + {len(total)} decays)", "llama", model, b.short_seq_len,
-            (trunk + sum(total[m] - stable[m] if stable[m] else total[m] for m in total)) * tps_s,
-            len(total) + len(stable))
-        pairs = b.s5_configs if scale == "S5" else [(ds, dl) for ds in b.ds_multiples for dl in b.dl_multiples]
-        add("03_scaling_law", f"{scale} Linear-Decay LCCP ({len(pairs)} runs)", "llama", model, b.long_seq_len,
-            sum(_steps(b.n_tokens(scale, dl), tps_l) for _, dl in pairs) * tps_l, len(pairs))
-        if scale != "S5":
-            k = _steps(b.n_tokens(scale, b.constant_ckpt_every), tps_l)
-            n = int(round(b.dl_multiples[-1] / b.constant_ckpt_every))
-            runs = len(b.ds_multiples) * b.n_constant_seeds
-            add("04_constant_last4", f"{scale} Constant LCCP ({runs} trajectories)", "llama", model, b.long_seq_len,
-                runs * n * k * tps_l, runs * n)
-        else:
-            k = _steps(b.n_tokens(scale, b.s5_ckpt_every), tps_l)
-            n = int(round(b.s5_trajectory / b.s5_ckpt_every))
-            add("04_constant_last4", f"{scale} Constant trajectory to {b.s5_trajectory:g}N", "llama", model,
-                b.long_seq_len, n * k * tps_l, n)
+    with grid.placeholder_corpus():  # counts do not depend on the corpus, which may not be here yet
+        stages = grid.grid_runs(b)
+    for st in stages:
+        first = st.configs[0]
+        model = {k: v for k, v in first.model.items() if k != "family"}
+        add(st.chapter, st.what, first.model["family"], model, first.seq_len, st.trained_tokens,
+            sum(len(_ckpt_steps(c)) for c in st.configs))
     if b.pair is not None:
         p = b.pair
         tps = p.batch_size * p.seq_len

@@ -1,7 +1,7 @@
 """The evidence behind the next toy budget (chapter 2): loss against tokens at several batch
 sizes and learning rates per shape, and when each run starts to copy.
 
-The records come from `benchmarks/toy_lr_batch_probe.py` (benchmarks/results/
+The records come from `python -m nblib.probes lr_batch` (data/probes/
 toy_lr_batch_probe.jsonl): one constant-LR short-stage run per (shape, batch, LR) at a
 128-token context, measured at fixed shares of an equal token budget, as in the
 critical-batch-size literature (McCandlish et al. 2018): a batch below the critical batch
@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from nblib.budgets import SCALES
+from nblib.budgets import LLAMA_VARIANTS, PAPER_N, SCALES, get_budget, swiglu_width
+from nblib.lccp import grid
+from nblib.lccp.diagnostics import COPY_THRESHOLD
 from nblib.models import build_model
-
-COPY_THRESHOLD = 1.0  # nats: the issue's bar for "copies" (random-segment copy gain)
 
 
 def lr_batch_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -94,7 +94,7 @@ def lr_batch_findings(summary: pd.DataFrame, threshold: float = COPY_THRESHOLD) 
 
 
 def lccp_copy_table(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per (parent shape, variant, seed; LCCP tokens) of `benchmarks/toy_lccp_copy_probe.py`: the
+    """One row per (parent shape, variant, seed; LCCP tokens) of `python -m nblib.probes lccp_copy`: the
     random-segment copy gain at each measured distance, in short contexts (0 tokens: the
     parent's weights with the LCCP RoPE base, before any LCCP step)."""
     rows = []
@@ -130,7 +130,7 @@ def measured_rates(records: pd.DataFrame) -> pd.DataFrame:
 
 def _flops(d, layers, heads, kv, seq_len, vocab=1024):
     cfg = dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv,
-               d_ff=int(8 * d / 3 // 8 * 8), rope_base=1e4, max_seq_len=4096, tie_embeddings=True)
+               d_ff=swiglu_width(d), rope_base=1e4, max_seq_len=4096, tie_embeddings=True)
     with torch.device("meta"):
         return build_model("llama", cfg).flops_per_token(seq_len)
 
@@ -142,8 +142,8 @@ def copying_grid_cost(shapes: list[tuple], gflops: float, ds_tokens: tuple, dl_t
     a Part 1 grid with Ds and Dl given in tokens (the same at every scale, so every scale gets
     the steps it needs to copy) and the LCCP context 8x `short`:
 
-    - short stage (§3.1, App. A.3): a stable trunk to 8/9 of the largest Ds per scale, plus a
-      decay of Ds/9 for every Ds;
+    - short stage (§3.1, App. A.3): `grid.nominal_short_stage_tokens`, the grid's trunk and
+      decays before rounding to steps (a design has no batch size yet);
     - Linear-Decay LCCP: every (Ds, Dl) at S1-S4, the diagonal (i-th Ds with i-th Dl) at S5;
     - Constant LCCP (§4.1): `n_seeds` trajectories to the largest Dl per (scale, Ds) at
       S1-S4, and one S5 trajectory of `s5_trajectory` tokens (default: twice the largest Dl).
@@ -154,7 +154,7 @@ def copying_grid_cost(shapes: list[tuple], gflops: float, ds_tokens: tuple, dl_t
     rows = []
     for scale, d, layers, heads, kv in shapes:
         fs, fl = (_flops(d, layers, heads, kv, t) for t in (short, 8 * short))
-        stages = {"short (trunk + decays)": (max(ds_tokens) * 8 / 9 + sum(ds_tokens) / 9, fs)}
+        stages = {"short (trunk + decays)": (grid.nominal_short_stage_tokens(ds_tokens), fs)}
         if scale == "S5":
             stages["Linear-Decay LCCP"] = (sum(dl_tokens[:len(ds_tokens)]), fl)
             stages["Constant LCCP"] = (s5_traj, fl)
@@ -235,7 +235,7 @@ def ladder_findings(summary: pd.DataFrame, lccp: pd.DataFrame, costs: pd.DataFra
 # ---------------------------------------------------------------------------------------- smeared keys
 def smear_ablation_table(records: pd.DataFrame) -> pd.DataFrame:
     """One row per measured point of chapter 2's smeared-key ablation
-    (benchmarks/results/toy_smear_ablation.jsonl, written by benchmarks/toy_lr_batch_probe.py
+    (data/probes/toy_smear_ablation.jsonl, written by `python -m nblib.probes lr_batch`
     with --variant): width, architecture variant (nblib.budgets.LLAMA_VARIANTS), seed, N,
     tokens, held-out loss and the random-segment copy gains at a quarter and a half of the
     context. ValueError naming the missing columns when `records` are not such records."""
@@ -243,7 +243,7 @@ def smear_ablation_table(records: pd.DataFrame) -> pd.DataFrame:
     missing = sorted(need - set(records.columns))
     if missing:
         raise ValueError(f"smeared-key ablation records lack columns {missing}; allowed: the JSON lines of "
-                         "benchmarks/toy_lr_batch_probe.py run with --variant")
+                         "`python -m nblib.probes lr_batch` run with --variant")
     rows = []
     for r in records.itertuples(index=False):
         for p in r.points:
@@ -291,13 +291,75 @@ def smear_ablation_findings(summary: pd.DataFrame, threshold: float = COPY_THRES
     return "\n".join(f"- {line}" for line in lines)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+_NUMBER_WORDS = dict(enumerate(("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")))
+_SHARE_WORDS = {0.25: "a quarter of", 0.5: "half", 1.0: "as many as", 2.0: "twice"}
+_VARIANT_WORDS = {"smeared": "smeared keys"}  # nblib.budgets.LLAMA_VARIANTS by name, in words
+
+
+def _variant(model: dict) -> str:
+    """The LLAMA_VARIANTS name whose fields a model config carries ("plain" if none)."""
+    return next((name for name, fields in LLAMA_VARIANTS.items()
+                 if fields and all(model.get(k) == v for k, v in fields.items())), "plain")
+
+
+def shape_words(b) -> str:
+    """The grid's shapes at budget `b` in words, read off its scales' model configs: per scale
+    the width and heads, then what every scale shares (layers, KV heads, tied embeddings, a
+    variant of nblib.budgets.LLAMA_VARIANTS)."""
+    m = {s: b.scale(s).model for s in SCALES}
+
+    def shared(key, default=None):
+        values = {m[s].get(key, default) for s in SCALES}
+        return values.pop() if len(values) == 1 else None
+
+    layers, kv = shared("n_layers"), shared("n_kv_heads")
+    per = [f"{s} d{x['d_model']}" + ("" if layers else f" x {_count(x['n_layers'], 'layer')}")
+           + f" ({x['n_heads']} x {x.get('head_size') or x['d_model'] // x['n_heads']}-dim heads"
+           + ("" if kv else f", {_count(x['n_kv_heads'], 'KV head')}") + ")" for s, x in m.items()]
+    common = ([_count(layers, "layer")] if layers else []) + ([_count(kv, "KV head")] if kv else [])
+    common += ["tied embeddings"] if shared("tie_embeddings", False) else []
+    variants = {_variant(x) for x in m.values()}
+    common += [_VARIANT_WORDS.get(v, v) for v in variants if len(variants) == 1 and v != "plain"]
+    return ", ".join(per) + ("; " + ", ".join(common) if common else "")
+
+
+def _unit_words(b) -> str:
+    return f"N({b.token_unit}) = {b.n_params(b.token_unit):,} tokens at every scale" if b.token_unit else "each scale's N"
+
+
+def _contexts(b, fmt) -> str:
+    return f"{fmt(b.long_seq_len)} / {fmt(b.ext_seq_len)} ({b.long_seq_len / b.short_seq_len:g}x, " \
+           f"{b.ext_seq_len / b.long_seq_len:g}x)"
+
+
+def _bases(b) -> tuple[str, str, str]:
+    r = b.rope_bases
+    return " / ".join(_base(x) for x in r), f"x{r[1] / r[0]:,.0f}", f"x{r[2] / r[1]:,.0f}"
+
+
+def _multiples(values) -> str:
+    return f"{min(values):g}-{max(values):g} x N ({len(values)} values)"
+
+
 def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.DataFrame:
     """Chapter 2's design table of the toy grid: one row per choice, its value at budget `b`
-    (read off the budget), the paper's (LCCP paper §3.1, App. A.3), and the measurement it
-    rests on, read off the probe tables: `shapes` is `lr_batch_summary` of the grid's shapes
-    (benchmarks/results/toy_grid_shapes.jsonl), `lccp_copy` is `lccp_copy_table`."""
-    m = {s: b.scale(s).model for s in SCALES}
-    spec = b.scale("S1")
+    (read off the budget, and every count of runs and steps off the run configs of
+    `nblib.lccp.grid.grid_runs`), the paper's (the `full` budget's, LCCP paper §3.1, App. A.3),
+    and the measurement it rests on, read off the probe tables: `shapes` is `lr_batch_summary`
+    of the grid's shapes (data/probes/toy_grid_shapes.jsonl), `lccp_copy` is
+    `lccp_copy_table`."""
+    spec, paper = b.scale("S1"), get_budget("full")
+    with grid.placeholder_corpus():  # counts only: the configs are not trained from here
+        runs = {(st.stage, st.scale): st.configs for st in grid.grid_runs(b)}
+    ld, wsd = runs[("linear-decay", "S1")], runs[("short", "S1")][-1]
+    n_ds, n_dl = len({c.meta["ds_mult"] for c in ld}), len({c.meta["dl_mult"] for c in ld})
+    n_s5, n_seeds = len(runs[("linear-decay", "S5")]), len({c.seed for c in runs[("constant", "S1")]})
+    share = ld[0].tokens_per_step / wsd.tokens_per_step
+    layers = {b.scale(s).model["n_layers"] for s in SCALES}
     after = lccp_copy[lccp_copy.index.get_level_values("LCCP tokens") > 0]
 
     def gain_range(pattern):
@@ -306,51 +368,58 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
 
     onset = shapes["copies from tokens"]
     s1_ds = b.n_tokens("S1", b.ds_multiples[0])
+    bases, abf, ext = _bases(b)
+    p_bases, p_abf, p_ext = _bases(paper)
+    p_spec = paper.scale("S1")
     rows = [
-        ("shapes", ", ".join(f"{s} d{m[s]['d_model']} ({m[s]['n_heads']} x {m[s].get('head_size') or m[s]['d_model'] // m[s]['n_heads']}-dim heads)" for s in SCALES)
-         + "; 2 layers, 1 KV head, tied embeddings, smeared keys",
-         "Llama, 31M-821M non-embedding", "copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 "
+        ("shapes", shape_words(b),
+         f"Llama, {PAPER_N['S1'] / 1e6:.0f}M-{PAPER_N['S5'] / 1e6:.0f}M non-embedding",
+         "copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 "
          f"{gain_range('heads of 32, smeared')} nats, heads of 16 {gain_range('heads of 16, smeared')} (LCCP table above)"),
         ("span of N", f"{b.n_params('S1'):,} .. {b.n_params('S5'):,} ({b.n_params('S5') / b.n_params('S1'):.1f}x)",
-         "26x", "two layers at every scale: width alone spans N, so S1 keeps a 32-dim head"),
-        ("short context", f"{b.short_seq_len} tokens", "4,096",
+         f"{PAPER_N['S5'] / PAPER_N['S1']:.0f}x",
+         (f"{_NUMBER_WORDS.get(min(layers), min(layers))} layers at every scale: width alone spans N, so S1 keeps a "
+          f"{spec.model.get('head_size') or spec.model['d_model'] // spec.model['n_heads']}-dim head")
+         if len(layers) == 1 else "width and depth span N"),
+        ("short context", f"{b.short_seq_len} tokens", f"{paper.short_seq_len:,}",
          f"every probed shape copies 32 tokens back by {onset.max() / 1e6:.1f}M tokens at the latest (table below)"),
-        ("LCCP / extension contexts", f"{b.long_seq_len} / {b.ext_seq_len} (8x, 4x)", "32K / 128K (8x, 4x)",
+        ("LCCP / extension contexts", _contexts(b, str), _contexts(paper, lambda n: f"{n // 1024}K"),
          "the paper's ratios; 8x at a tenth of the LR carried copying farthest at d32 (LCCP table above)"),
-        ("RoPE bases", " / ".join(f"{x:.0e}".replace("e+0", "e") for x in b.rope_bases)
-         + f" (ABF x{b.rope_bases[1] / b.rope_bases[0]:,.0f} at LCCP, x{b.rope_bases[2] / b.rope_bases[1]:,.0f} at the extension)",
-         "1e4 / 5e5 / 5e6 (x50, x10)",
+        ("RoPE bases", f"{bases} (ABF {abf} at LCCP, {ext} at the extension)", f"{p_bases} ({p_abf}, {p_ext})",
          "the drop of log LongPPL from Dl = 10 to 30 N(S1) is the same at every scale at 5e7, not at 5e5 "
          "(RoPE-base probe above), and S2 falls with Ds"),
-        ("token unit", f"N(S1) = {b.n_params('S1'):,} tokens at every scale", "each scale's N",
+        ("token unit", _unit_words(b), _unit_words(paper),
          "copying sets in after a similar number of tokens at every width (table below)"),
-        ("Ds", ", ".join(f"{d:g}" for d in b.ds_multiples) + " x N(S1) = "
+        ("Ds", ", ".join(f"{d:g}" for d in b.ds_multiples) + f" x {b.unit} = "
          + ", ".join(f"{b.n_tokens('S1', d) / 1e6:.2f}M" for d in b.ds_multiples),
-         "90-450 x N (5 values)", f"S1's smallest Ds ({s1_ds / 1e6:.2f}M) is {s1_ds / onset.max():.1f}x past the latest onset"),
-        ("Dl", ", ".join(f"{d:g}" for d in b.dl_multiples) + " x N(S1) = "
+         _multiples(paper.ds_multiples), f"S1's smallest Ds ({s1_ds / 1e6:.2f}M) is {s1_ds / onset.max():.1f}x past the latest onset"),
+        ("Dl", ", ".join(f"{d:g}" for d in b.dl_multiples) + f" x {b.unit} = "
          + ", ".join(f"{b.n_tokens('S1', d) / 1e6:.2f}M" for d in b.dl_multiples),
-         "10-50 x N (5 values)", "0.25M LCCP tokens already carry copying to 256 tokens back (LCCP table above)"),
+         _multiples(paper.dl_multiples), "0.25M LCCP tokens already carry copying to 256 tokens back (LCCP table above)"),
         ("S5", ", ".join(f"({ds:g}, {dl:g})" for ds, dl in b.s5_configs) + f"; trajectory to Dl = {b.s5_trajectory:g}",
-         "9 configurations; trajectory to 120N", "the diagonal only, dropped for time with the larger Ds and Dl"),
-        ("short stage", f"{spec.batch_short} x {b.short_seq_len} tokens a step, LR {spec.lr:g}, "
-         f"{spec.warmup_steps} warmup steps, WSD", "Table 7",
+         f"{len(paper.s5_configs)} configurations; trajectory to {paper.s5_trajectory:g}N",
+         "the diagonal only, dropped for time with the larger Ds and Dl"),
+        ("short stage", f"{wsd.batch_size} x {wsd.seq_len} tokens a step, LR {wsd.schedule['lr']:g}, "
+         f"{wsd.schedule['warmup_steps']} warmup steps, {wsd.schedule['kind'].upper()}", "Table 7",
          "the smeared-key ablation's setting (below); at equal tokens the larger batch won in the LR x batch probes"),
         ("LCCP", f"{spec.batch_long} x {b.long_seq_len} tokens a step, LR {b.lccp_lr('S1'):g} "
-         f"({b.lccp_lr_frac:g} x the short stage's)", "GBS / 8, LR / 10",
-         "half the short stage's tokens a step (the paper keeps them equal) so that the smallest Dl still takes "
-         f"{b.n_tokens('S1', b.dl_multiples[0]) // (spec.batch_long * b.long_seq_len)} steps; at a tenth of the LR, "
-         "LongPPL rose with Dl after a few N(S1) (LCCP LR figure above)"),
-        ("grid", f"{len(b.ds_multiples)} x {len(b.dl_multiples)} at S1-S4, {len(b.s5_configs)} at S5; "
-         f"{b.n_constant_seeds} Constant seeds", "5 x 5 at S1-S4, 9 at S5; 3 seeds",
+         f"({b.lccp_lr_frac:g} x the short stage's)",
+         f"GBS / {p_spec.batch_short // p_spec.batch_long}, LR / {1 / paper.lccp_lr_frac:g}",
+         f"{_SHARE_WORDS.get(share, f'{share:g}x')} the short stage's tokens a step (the paper keeps them equal) so "
+         f"that the smallest Dl still takes {min(c.total_steps for c in ld)} steps; at a tenth of the LR, LongPPL rose "
+         f"with Dl after a few {b.unit} (LCCP LR figure above)"),
+        ("grid", f"{n_ds} x {n_dl} at S1-S4, {n_s5} at S5; {n_seeds} Constant seeds",
+         f"{len(paper.ds_multiples)} x {len(paper.dl_multiples)} at S1-S4, {len(paper.s5_configs)} at S5; "
+         f"{paper.n_constant_seeds} seeds",
          "the larger Ds and Dl dropped for time (chapters 1-5 within an hour on two cores); chapter 3 checks that "
-         "the 3 x 3 still shows the law"),
+         f"the {n_ds} x {n_dl} still shows the law"),
     ]
     return pd.DataFrame(rows, columns=["choice", f"{b.name}", "paper", "measured"]).set_index("choice")
 
 
 # ---------------------------------------------------------------------------------------- LCCP LR
 def lccp_lr_table(records: pd.DataFrame, extra=()) -> pd.DataFrame:
-    """One row per (scale, LCCP LR fraction, Dl point) of `benchmarks/toy_lccp_lr_probe.py`:
+    """One row per (scale, LCCP LR fraction, Dl point) of `python -m nblib.probes lccp_lr`:
     LongPPL and ShortPPL along a Constant LCCP trajectory (Dl in units of the budget's token
     unit), with the record fields `extra` as columns."""
     rows = []
@@ -383,7 +452,7 @@ def lccp_lr_findings(table: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------------------------- LCCP RoPE base
 def lccp_rope_table(records: pd.DataFrame, extra=()) -> pd.DataFrame:
-    """`lccp_lr_table` of `benchmarks/toy_lccp_lr_probe.py --rope-bases` records, with the LCCP
+    """`lccp_lr_table` of `python -m nblib.probes lccp_lr --rope-bases` records, with the LCCP
     RoPE base and weight decay of each trajectory as columns, and the record fields `extra`."""
     return lccp_lr_table(records, extra=("rope_base", "weight_decay", *extra)).rename(
         columns={"rope_base": "RoPE base", "weight_decay": "weight decay"})
@@ -466,7 +535,7 @@ GRID_TARGETS = {"S1-S3 -> S4 R²": 0.8, "S1-S4 -> S5 R²": 0.8, "CCC Last4 vs LD
 
 
 def grid_ladder_table(records: pd.DataFrame) -> pd.DataFrame:
-    """The toy grid designs tried, one row each (benchmarks/results/toy_grid_ladder.csv):
+    """The toy grid designs tried, one row each (data/probes/toy_grid_ladder.csv):
     what changed, the code it ran (commit), and the grid-level measures of `GRID_TARGETS`
     (empty where that design was not measured). ValueError naming a missing column."""
     need = ["design", "change", "code", *GRID_TARGETS]

@@ -3,7 +3,7 @@ longer contexts": Model B's page perplexity 20.6 at L and 37.7 at 4L, 1.83x, aft
 tokens per parameter.)
 
     ladder = breakdown_ladder(store, budget)                  # {(key, fraction): Run}
-    nll = {(key, tokens): page_nll(run.load_model(), pages)}  # (n, T) losses per page
+    nll = ladder_page_nll(ladder, pages, known)               # {(key, tokens): (n, T) losses}
     table = breakdown_by_length(nll, L, (4, 8), n_params)     # ratio ppl(kL) / ppl(L) per run
     trend = breakdown_trend(table, "B-global", "4L", 1.5)     # where the ratio would reach 1.5x
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from nblib.budgets import Budget
+from nblib.gemma.extension import page_nll
 from nblib.gemma.pair import all_global_config, ladder_configs, pair_configs
 from nblib.stats import paired_bootstrap
 from nblib.store.runstore import Run, RunStore
@@ -34,6 +35,16 @@ def breakdown_ladder(store: RunStore, budget: Budget, seed: int = 0) -> dict[tup
             **ladder_configs(budget, seed, models=("B", "B-global"))}
     runs = get_or_run_many(store, list(cfgs.values()), desc="breakdown ladder")
     return dict(sorted(zip(cfgs, runs), key=lambda kv: (kv[0][0], kv[0][1])))
+
+
+def ladder_page_nll(ladder: dict, pages, known: dict | None = None) -> dict[tuple[str, int], np.ndarray]:
+    """{(model key, training tokens): (n, T) per-token losses on `pages`} for every run of
+    `ladder` (`breakdown_ladder`), in its order: a run whose hash is in `known` {hash: losses}
+    (already read on the same pages) is not read again; every other is loaded and read in one
+    pass per page (`extension.page_nll`)."""
+    known = {} if known is None else known
+    return {(key, r.config.realized_tokens): known[r.hash] if r.hash in known else page_nll(r.load_model(), pages)
+            for (key, f), r in ladder.items()}
 
 
 def breakdown_by_length(nll: dict, L: int, ks, n_params: int, n_boot: int = 2000) -> pd.DataFrame:

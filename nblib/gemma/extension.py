@@ -4,6 +4,7 @@
     models = extension_models(runs["B"], ft)            # plain RoPE, zero-shot YaRN, fine-tuned
     docs = long_test_docs(budget)                       # held-out pages of >= s*L tokens
     nll = page_nll(models["zero-shot YaRN"], docs)      # (n_docs, s*L) per-token loss, one pass
+    nll = page_nlls(models, docs)                       # the same for every model {name: model}
 
 - YaRN itself is `nblib.models.layers.yarn_inv_freq` (Peng et al., 2023), applied to every
   layer as the blog does, with the attention temperature 0.1 ln s + 1 folded into cos/sin.
@@ -96,11 +97,32 @@ def page_nll(model, docs: torch.Tensor, batch: int = 8) -> np.ndarray:
     return np.concatenate([token_nll(model, docs[i:i + batch]).numpy() for i in range(0, len(docs), batch)])
 
 
+def page_nlls(models: dict, docs: torch.Tensor) -> dict[str, np.ndarray]:
+    """{name: `page_nll` of that model on `docs`} for every model {name: model}, in order (the
+    blog's "Perplexity by length and loss by position": every model reads the same pages)."""
+    return {name: page_nll(m, docs) for name, m in models.items()}
+
+
 def page_nll_cached(run: Run, step, model, docs: torch.Tensor, key: str) -> np.ndarray:
     """`page_nll`, cached in `run`'s folder for checkpoint `step` (re-computed if it changes)."""
     v = run.memo(f"page_nll_{key}_{docs.shape[0]}x{docs.shape[1]}_step{step}",
                  lambda: {"nll": page_nll(model, docs).tolist()}, steps=[step])
     return np.asarray(v["nll"])
+
+
+def finetune_snapshots(finetuned: Run, docs: torch.Tensor, L: int, zero_shot: np.ndarray,
+                       key: str = "long_docs") -> pd.DataFrame:
+    """Every kept snapshot of the YaRN fine-tune scored on `docs` (Gemma blog, "Extending Model
+    B's context": the first 25 steps give 77% of the gain): one row per step, the perplexity
+    of the whole page and of its first `L` tokens; step 0 is zero-shot YaRN (`zero_shot`, its
+    (n, T) losses on the same pages). Each snapshot's losses are cached in the run folder
+    (`page_nll_cached` under `key`)."""
+    rows = []
+    for c in finetuned.checkpoints():
+        v = page_nll_cached(finetuned, c.step, finetuned.load_model(c.step), docs, key)
+        rows.append({"step": c.step, "whole page": np.exp(v.mean()), "first L": np.exp(v[:, :L].mean())})
+    return pd.DataFrame([{"step": 0, "whole page": np.exp(zero_shot.mean()),
+                          "first L": np.exp(zero_shot[:, :L].mean())}, *rows])
 
 
 def ppl_by_length(nll: dict, lengths) -> pd.DataFrame:
@@ -138,6 +160,19 @@ def whole_vs_window(model, docs: torch.Tensor, window: int, last: int, batch: in
         for j in range(0, last, batch):
             short[i, j:j + batch] = token_nll(model, ctx[j:j + batch])[:, -1].numpy()
     return pd.DataFrame({"whole": whole.mean(1), "window": short.mean(1), "gain": short.mean(1) - whole.mean(1)})
+
+
+def whole_vs_window_table(models: dict, docs: torch.Tensor, window: int, last: int) -> pd.DataFrame:
+    """Beyond the blog, check (a), for every model {name: model}: the mean loss of the last
+    `last` tokens of each page with the whole page before them and with only `window` tokens
+    (`whole_vs_window`), and the gain (window - whole) with a paired bootstrap 95% interval
+    over pages. Rows: models; columns "loss, whole page", "loss, last {window} only", gain,
+    95% lo, 95% hi."""
+    wv = {name: whole_vs_window(m, docs, window=window, last=last) for name, m in models.items()}
+    return pd.DataFrame({name: {"loss, whole page": t.whole.mean(), f"loss, last {window} only": t.window.mean(),
+                                **dict(zip(["gain", "95% lo", "95% hi"],
+                                           [paired_bootstrap(t.window, t.whole)[k] for k in ("diff", "lo", "hi")]))}
+                         for name, t in wv.items()}).T
 
 
 # ---------------------------------------------------------------------------------------
@@ -199,6 +234,33 @@ def passkey_accuracy(model, prompts: list[dict], tokenizer, batch: int = 8) -> p
     return pd.DataFrame(rows)
 
 
+PASSKEY_VARIANTS = (("assert", ""), ("repeat", ", repeated prefix"))  # (query, suffix of the row's model name)
+
+
+def passkey_table(budget: Budget, extended: dict, short: dict, depths, n_per_depth: int, tokenizer,
+                  seed: int = 0) -> pd.DataFrame:
+    """Beyond the blog, check (b): passkey accuracy by depth. The models of `extended` {name:
+    model} read prompts of s*L - 8 tokens, those of `short` prompts of L - 8 (the reference
+    that fits the training context), first with the task's query, then with the needle's
+    own prefix repeated (rows "<name>, repeated prefix": the same haystacks and keys, a pure
+    copy). Rows (model, length) in that order; one column per depth and "all depths" (the
+    share of prompts answered exactly)."""
+    p = budget.pair
+    L, sL = p.seq_len, p.yarn_factor * p.seq_len
+    acc = []
+    for query, suffix in PASSKEY_VARIANTS:
+        long_prompts = passkey_prompts(budget, sL - 8, depths, n_per_depth, seed=seed, query=query)
+        short_prompts = passkey_prompts(budget, L - 8, depths, n_per_depth, seed=seed, query=query)
+        for name, m in extended.items():
+            acc.append(passkey_accuracy(m, long_prompts, tokenizer).assign(model=f"{name}{suffix}", length=sL - 8))
+        for name, m in short.items():
+            acc.append(passkey_accuracy(m, short_prompts, tokenizer).assign(model=f"{name}{suffix}", length=L - 8))
+    acc = pd.concat(acc, ignore_index=True)
+    table = acc.pivot_table(index=["model", "length"], columns="depth", values="correct", aggfunc="mean", sort=False)
+    table["all depths"] = acc.groupby(["model", "length"], sort=False).correct.mean()
+    return table
+
+
 COMPARISONS = (  # (text, model a, model b, first L' tokens as a multiple of L) for ppl(a) - ppl(b)
     ("plain RoPE - zero-shot YaRN, whole page", "plain RoPE", "zero-shot YaRN", "sL"),
     ("zero-shot YaRN - fine-tuned, whole page", "zero-shot YaRN", "YaRN fine-tuned", "sL"),
@@ -241,6 +303,18 @@ def breakdown_models(parent: Run, finetuned: Run, factors) -> dict:
     for f in factors:
         out[f"zero-shot YaRN x{f}"] = with_yarn(b, {"type": "yarn", "factor": float(f), "original_max_seq_len": L})
     out["YaRN fine-tuned"] = finetuned.load_model()
+    return out
+
+
+def breakdown_nlls(families: dict, docs: torch.Tensor, factors) -> dict[str, np.ndarray]:
+    """Per-token losses on `docs` of every model of every family {family: (parent run, its
+    YaRN fine-tune)}: plain RoPE, zero-shot YaRN at each of `factors`, and the fine-tune
+    (`breakdown_models`), keyed "<family>: <model>" (Gemma blog, "Position at longer
+    contexts", read for Model B and its all-global control)."""
+    out = {}
+    for fam, (parent, finetuned) in families.items():
+        for name, m in breakdown_models(parent, finetuned, factors).items():
+            out[f"{fam}: {name}"] = page_nll(m, docs)
     return out
 
 

@@ -22,6 +22,7 @@ import torch
 from nblib.budgets import Budget
 from nblib.data import corpus_identity, get_corpus, get_tokenizer, make_stream
 from nblib.metrics.probes import token_nll
+from nblib.models import build_model
 from nblib.store.runstore import Run, RunConfig, RunStore
 from nblib.training.runner import get_or_run_many
 from nblib.training.schedules import wsd_stable_steps
@@ -64,6 +65,26 @@ def parameter_table(models: dict) -> pd.DataFrame:
     t.loc["non-embedding"] = t.loc[list(COMPONENTS)].sum() - emb
     t.loc["total"] = t.loc[list(COMPONENTS)].sum()
     return t.astype(int)
+
+
+def shape_parameter_table(shapes: dict) -> pd.DataFrame:
+    """`parameter_table` of models built from their shapes {name: (family, shape dict)} on
+    the meta device, so even the blog's full-size models are counted without allocating
+    (chapter 6's "Where the parameters are")."""
+    with torch.device("meta"):
+        models = {name: build_model(family, shape) for name, (family, shape) in shapes.items()}
+    return parameter_table(models)
+
+
+def untrained_model(budget: Budget, key: str = "B", seed: int = 0) -> torch.nn.Module:
+    """Model `key` ("A" or "B") of the budget's pair at initialisation, in eval mode, built
+    right after `torch.manual_seed(seed)`: the control that shows what random weights give
+    (chapter 8's band weights of an untrained Model B)."""
+    if key not in MODELS:
+        raise ValueError(f"model {key!r} is not allowed; allowed: {sorted(MODELS)}")
+    shape = budget.pair.model_a if key == "A" else budget.pair.model_b
+    torch.manual_seed(seed)
+    return build_model(MODELS[key][0], dict(shape)).eval()
 
 
 def check_fractions(fractions) -> tuple[float, ...]:
@@ -233,6 +254,12 @@ def heldout_loss(model, windows: torch.Tensor, batch: int = 16) -> np.ndarray:
     """Mean next-token NLL (nats) of each window: one value per window, for paired comparisons."""
     return np.concatenate([token_nll(model, windows[i:i + batch]).mean(1).numpy()
                            for i in range(0, len(windows), batch)])
+
+
+def heldout_losses(models: dict, windows: torch.Tensor) -> dict[str, np.ndarray]:
+    """{key: `heldout_loss` per window} for every model {key: model}: the paired comparison of
+    the final checkpoints (Gemma blog, "The two models": the tie)."""
+    return {k: heldout_loss(m, windows) for k, m in models.items()}
 
 
 def checkpoint_losses(run: Run, windows: torch.Tensor) -> pd.DataFrame:

@@ -11,7 +11,7 @@ RoPE as clocks (Model B):
 - `band_scores`: on real text, the per-band share of a head's mean pre-softmax score at
   each distance, S_j(Delta) = mean_n Re[z_q(n + Delta) conj(z_k(n)) e^{i Delta theta_j}] / sqrt(h);
   the bands sum exactly to the mean score S(Delta) (`mean_score_by_distance` computes it
-  directly from the rotated queries and keys).
+  directly from the rotated queries and keys; `band_sum_errors` checks chosen heads).
 
 Model A's learned position table:
 - `position_similarity` (cosine similarity of rows), `similarity_by_distance` (s-bar(Delta)
@@ -178,6 +178,30 @@ def head_band_scores(model, windows: torch.Tensor, layer: int, head: int, bands:
     return long.merge(bands[["band", "group"]], on="band")
 
 
+def picked_band_scores(model, windows: torch.Tensor, picks: dict, bands: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """{name: `head_band_scores` of that head} for the heads `picks` {name: row with layer and
+    head} of Model B on `windows` (the blog's "What each band adds on real text")."""
+    return {k: head_band_scores(model, windows, int(r["layer"]), int(r["head"]), bands) for k, r in picks.items()}
+
+
+def band_sum_errors(model, windows: torch.Tensor, picks: dict, decomp: dict) -> dict[str, float]:
+    """{name: max over Delta of |sum_j S_j(Delta) - S(Delta)|} for each picked head: its band
+    decomposition (`picked_band_scores`) against the mean score computed directly from the
+    rotated queries and keys (`mean_score_by_distance`, the model's own RoPE); the blog's
+    appendix says the bands add up to the score exactly, so this is floating-point error."""
+    T = windows.size(1)
+    check = {}
+    for k, r in picks.items():
+        layer, head = int(r["layer"]), int(r["head"])
+        q, kk = qk_pre_rope(model, windows, layer)
+        rot = model.rotary_global if model.layer_windows[layer] is None else model.rotary_local
+        direct = mean_score_by_distance(q[:, head], kk[:, head // (model.n_heads // model.n_kv_heads)],
+                                        *rot(torch.arange(T)))
+        total = decomp[k].groupby("delta").score.sum().to_numpy()
+        check[k] = float(np.abs(total - direct[: len(total)]).max())
+    return check
+
+
 # ---------------------------------------------------------------------------------------
 # Model A's learned position table
 # ---------------------------------------------------------------------------------------
@@ -186,6 +210,14 @@ def position_similarity(table) -> np.ndarray:
     p = torch.as_tensor(table).detach().double()
     p = p / p.norm(dim=1, keepdim=True)
     return (p @ p.T).numpy()
+
+
+def random_table_similarity(table, seed: int = 0) -> np.ndarray:
+    """`position_similarity` of a standard normal table of `table`'s shape, drawn right after
+    `torch.manual_seed(seed)`: the control for the learned table (a random 1024 x 768 table's
+    rows are nearly orthogonal, so distance explains none of it)."""
+    torch.manual_seed(seed)
+    return position_similarity(torch.randn_like(torch.as_tensor(table)))
 
 
 def similarity_by_distance(sim: np.ndarray, lo: float = 10.0, hi: float = 90.0) -> pd.DataFrame:

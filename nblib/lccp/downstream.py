@@ -178,7 +178,7 @@ def table14(longppl: pd.DataFrame, ruler: pd.DataFrame, ruler_ext: pd.DataFrame 
 
 
 def needle_lever_records(records: pd.DataFrame, b: Budget, scale: str) -> pd.DataFrame:
-    """The needle-lever records (`benchmarks/toy_code_needle_levers.py`) that belong to this
+    """The needle-lever records (`nblib.probes.code_needle_levers`) that belong to this
     budget's trajectory at `scale`: a record of depth L counts when its run is the trajectory
     this budget gives with `scale` at L layers (the book's own at its depth, the model lever's
     deeper variants otherwise). Records of older designs, whose runs no longer match, drop out."""
@@ -190,7 +190,7 @@ def needle_lever_records(records: pd.DataFrame, b: Budget, scale: str) -> pd.Dat
 
 
 def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
-    """Chapter 5's ladder of code-needle levers (`benchmarks/toy_code_needle_levers.py`): one
+    """Chapter 5's ladder of code-needle levers (`nblib.probes.code_needle_levers`): one
     row per (model depth, haystack form, key form, length, Dl/N, protocol), the mean over the
     three single-needle subtasks of RULER's score (x100), of the teacher-forced needle gain
     (nats per value token, with the needle against without it), of the first-value-token hit

@@ -8,22 +8,44 @@ entry points (a chapter, the monitor CLI) resolve its name once with `get_budget
   long    32K-analogue LCCP from a short-stage endpoint, ABF RoPE base rope_bases[0] -> [1] (1e4 -> 5e5 at full),
           Linear-Decay from the 4K terminal LR (lr/10; Budget.lccp_lr) to a tenth of it, or Constant;
   ref     the LongPPL reference model (the paper uses Llama-3.1-8B; toy budgets train one).
+
+`grid_runs` lists a budget's whole grid, stage by stage: `make plan`, the GPU check and
+chapter 2 count runs, tokens and steps from it (`trained_tokens`), never by a formula of
+their own.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-from nblib.budgets import Budget
+from nblib.budgets import SCALES, Budget
 from nblib.data import corpus_identity
 from nblib.store.runstore import RunConfig
 from nblib.training.schedules import wsd_stable_steps
 
 
+# Set inside `placeholder_corpus`: the corpus identity configs name instead of the corpus' hash
+_CORPUS_PLACEHOLDER: ContextVar[str | None] = ContextVar("corpus_placeholder", default=None)
+
+
+@contextmanager
+def placeholder_corpus(name: str = "placeholder: corpus not read"):
+    """Within the block, configs name `name` as their corpus identity instead of reading the
+    corpus for its content hash: for counting a budget whose corpus is not here yet (`make
+    plan`, the GPU check's dry run). Their hashes are not the run store's; never train them."""
+    token = _CORPUS_PLACEHOLDER.set(name)
+    try:
+        yield
+    finally:
+        _CORPUS_PLACEHOLDER.reset(token)
+
+
 def data_config(budget: Budget, stage: str) -> dict:
     """Data stream of a stage: 'short' (packed), 'long' (LCCP mixture) or 'ext' (128K mixture)."""
-    base = {"corpus": budget.corpus, "corpus_id": corpus_identity(budget.corpus), "tokenizer": budget.tokenizer,
-            "split": "train"}
+    corpus_id = _CORPUS_PLACEHOLDER.get() or corpus_identity(budget.corpus)
+    base = {"corpus": budget.corpus, "corpus_id": corpus_id, "tokenizer": budget.tokenizer, "split": "train"}
     if stage == "short":
         return {**base, "stream": "packed", "seq_len": budget.short_seq_len}
     if stage == "long":
@@ -73,7 +95,7 @@ def short_stage(budget: Budget, scale: str, seed: int = 0, ds_multiples=None) ->
     short stage once. The returned configs are shared; do not modify them.
     """
     ds_multiples = tuple(ds_multiples or budget.ds_multiples)
-    key = (repr(budget), scale, seed, ds_multiples)
+    key = (repr(budget), scale, seed, ds_multiples, _CORPUS_PLACEHOLDER.get())
     if key not in _SHORT_STAGES:
         _SHORT_STAGES[key] = _build_short_stage(budget, scale, seed, ds_multiples)
     return _SHORT_STAGES[key]
@@ -166,14 +188,95 @@ def reference_config(budget: Budget) -> RunConfig:
         meta={"stage": "reference"})
 
 
+def linear_decay_pairs(budget: Budget, scale: str) -> list[tuple]:
+    """The (Ds, Dl) multiples of the Linear-Decay runs at `scale` (§3.1): every Ds x Dl at
+    S1-S4, the diagonal/off-diagonal configurations `s5_configs` at S5."""
+    if scale == "S5":
+        return list(budget.s5_configs)
+    return [(ds, dl) for ds in budget.ds_multiples for dl in budget.dl_multiples]
+
+
 def linear_decay_grid(budget: Budget, scales=("S1", "S2", "S3", "S4")) -> list[RunConfig]:
     """Every run behind the Linear-Decay table: short stages, then the Ds x Dl LCCP grid
     for S1-S4 and the nine diagonal/off-diagonal configurations for S5 (§3.1)."""
     out = []
     for scale in scales:
         out += short_stage(budget, scale).all()
-        if scale == "S5":
-            out += [lccp_linear_decay(budget, scale, ds, dl) for ds, dl in budget.s5_configs]
-        else:
-            out += [lccp_linear_decay(budget, scale, ds, dl) for ds in budget.ds_multiples for dl in budget.dl_multiples]
+        out += [lccp_linear_decay(budget, scale, ds, dl) for ds, dl in linear_decay_pairs(budget, scale)]
     return out
+
+
+def long_trajectory(budget: Budget, scale: str = "S5") -> RunConfig:
+    """The long Constant trajectory (§4.2: S5 from the largest Ds to Dl = s5_trajectory,
+    a checkpoint every s5_ckpt_every)."""
+    return lccp_constant(budget, scale, budget.ds_multiples[-1], budget.s5_trajectory, 0,
+                         ckpt_every=budget.s5_ckpt_every)
+
+
+# ---------------------------------------------------------------------------------------
+# the whole grid, for counting runs, tokens and steps
+# ---------------------------------------------------------------------------------------
+def trained_steps(config: RunConfig) -> int:
+    """Optimizer steps a run trains itself: a "continue" run (a WSD decay branched from the
+    stable trunk, App. A.3) resumes its parent's training state at init["step"] and trains
+    only the steps after it; every other run trains all of its steps."""
+    start = config.init["step"] if config.init and config.init["mode"] == "continue" else 0
+    return config.total_steps - start
+
+
+def trained_tokens(config: RunConfig) -> int:
+    """Tokens a run trains itself (`trained_steps` x tokens per step)."""
+    return trained_steps(config) * config.tokens_per_step
+
+
+@dataclass(frozen=True)
+class GridStage:
+    """One stage of a budget's grid at one scale (scale None: the LongPPL reference): the
+    chapter that trains it first, what it is (one line), and its run configs, parents first."""
+
+    chapter: str
+    stage: str  # "reference", "short", "linear-decay", "constant" or "trajectory"
+    scale: str | None
+    what: str
+    configs: tuple
+
+    @property
+    def trained_tokens(self) -> int:
+        """Tokens the stage's runs train themselves (a WSD branch's trunk steps counted once)."""
+        return sum(trained_tokens(c) for c in self.configs)
+
+
+def grid_runs(budget: Budget) -> list[GridStage]:
+    """Every training run of chapters 2-4 at `budget`, stage by stage: the toy LongPPL
+    reference (chapter 2, where the budget trains one); per scale, the short stage (trunk and
+    WSD decays, App. A.3) and the Linear-Decay LCCP runs (chapter 3, §3.1); the Constant
+    trajectories, `n_constant_seeds` per Ds to the largest Dl at S1-S4 and the long trajectory
+    at S5 (chapter 4, §4.1-4.2). Each run appears once, in the first chapter that trains it."""
+    out = []
+    if budget.reference["kind"] == "nblib":
+        out.append(GridStage("02_setup", "reference", None, "LongPPL reference", (reference_config(budget),)))
+    for scale in SCALES:
+        short = short_stage(budget, scale)
+        out.append(GridStage("03_scaling_law", "short", scale,
+                             f"{scale} short stage (trunk + {len(short.wsd)} decays)", tuple(short.all())))
+        pairs = linear_decay_pairs(budget, scale)
+        out.append(GridStage("03_scaling_law", "linear-decay", scale, f"{scale} Linear-Decay LCCP ({len(pairs)} runs)",
+                             tuple(lccp_linear_decay(budget, scale, ds, dl) for ds, dl in pairs)))
+        if scale == "S5":
+            out.append(GridStage("04_constant_last4", "trajectory", scale,
+                                 f"{scale} Constant trajectory to {budget.s5_trajectory:g}N",
+                                 (long_trajectory(budget, scale),)))
+        else:
+            runs = tuple(lccp_constant(budget, scale, ds, budget.dl_multiples[-1], seed)
+                         for ds in budget.ds_multiples for seed in range(budget.n_constant_seeds))
+            out.append(GridStage("04_constant_last4", "constant", scale,
+                                 f"{scale} Constant LCCP ({len(runs)} trajectories)", runs))
+    return out
+
+
+def nominal_short_stage_tokens(ds_tokens) -> float:
+    """Tokens one scale's short stage trains for Ds budgets `ds_tokens` (in tokens), before
+    `short_stage` rounds each run to whole steps: the shared stable trunk to 8/9 of the
+    largest Ds (App. A.3's 8:1 split) plus a decay of Ds/9 for every Ds. For pricing a grid
+    design that has no budget yet (chapter 2's copying designs)."""
+    return max(ds_tokens) * 8 / 9 + sum(ds_tokens) / 9

@@ -1,19 +1,21 @@
 """Copy gain along the S5 Constant trajectory: is the late rise of its LongPPL a loss of copying?
+(chapter 4's S5 trajectory; was benchmarks/toy_trajectory_copy_probe.py; no chapter reads its
+records yet).
 
 At toy, constant-LR LCCP (3% of the short LR, RoPE base 5e7) takes S5's LongPPL to a minimum
 near Dl = 35 N(S1) and back up by Dl = 120 while ShortPPL keeps falling (chapter 4's monitor
 table); the paper's trajectory keeps falling to 120N (LCCP paper §4.2, Fig. 6). This probe
 measures the random-segment copy gain (`nblib.metrics.probes.copy_gain`, chapter 3's) of the
 trajectory's checkpoints at several distances. One JSON line per checkpoint goes to
-benchmarks/results/toy_trajectory_copy_probe.jsonl. It reads the book's store (run chapters 1-4).
+data/probes/toy_trajectory_copy_probe.jsonl. It reads the book's store (run chapters 1-4).
 
-    python benchmarks/toy_trajectory_copy_probe.py --points 10 35 60 90 120
+    python -m nblib.probes trajectory_copy --points 10 35 60 90 120
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
 
 import torch
 
@@ -21,22 +23,27 @@ from nblib.budgets import get_budget
 from nblib.data import get_tokenizer
 from nblib.lccp import experiments
 from nblib.metrics.probes import copy_gain_table
-from nblib.store.atomic import append_jsonl
+from nblib.probes import results
 from nblib.store.runstore import RunStore
 
-OUT = Path(__file__).resolve().parent / "results" / "toy_trajectory_copy_probe.jsonl"
+RECORDS = ("toy_trajectory_copy_probe.jsonl",)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes trajectory_copy", description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="toy")
     p.add_argument("--scale", default="S5")
     p.add_argument("--points", type=float, nargs="+", default=[10, 35, 60, 90, 120], help="Dl/N of the checkpoints")
     p.add_argument("--distances", type=int, nargs="+", default=[32, 128, 256, 512])
     p.add_argument("--run-root", default="runs")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(OUT))
-    a = p.parse_args(argv)
+    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
     b = get_budget(a.budget)
     tok = get_tokenizer(b.tokenizer)
@@ -48,7 +55,7 @@ def main(argv=None) -> int:
         gains = copy_gain_table({dl: run.load_model(step)}, tok.vocab_size, tok.eos_id, a.distances).iloc[0]
         rec = {"budget": b.name, "scale": a.scale, "run": run.hash, "dl": dl, "step": step,
                "gain": {str(d): float(gains[f"gain @{d}"]) for d in a.distances}}
-        append_jsonl(a.out, rec)
+        results.append_record(a.out, rec, module=__spec__.name, argv=argv)
         print(rec, flush=True)
     return 0
 

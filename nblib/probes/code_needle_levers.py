@@ -1,4 +1,5 @@
-"""What makes the toy's S5 answer a code-form needle: the levers of chapter 5's ladder.
+"""What makes the toy's S5 answer a code-form needle: the levers of chapter 5's ladder
+(chapter 5, "What would make S5 answer?"; was benchmarks/toy_code_needle_levers.py).
 
 Chapter 5 scores RULER's three single-needle subtasks written as code (`nblib.evals.code_niah`)
 on the S5 Constant trajectory (LCCP paper §5.1, Fig. 7). On the toy they score 0: asked
@@ -21,24 +22,24 @@ not use the needle), the share of prompts whose first value token is the model's
 share of value pieces that are the argmax given the true pieces before them, and the share of
 prompts where every piece is (teacher-forced: what greedy decoding needs, one piece at a time).
 One JSON line per (form, length, point, protocol, task) goes to
-benchmarks/results/toy_code_needle_levers.jsonl. It reads the book's run store (chapter 4's
+data/probes/toy_code_needle_levers.jsonl. It reads the book's run store (chapter 4's
 S5 trajectory must exist: run chapters 1-4 first).
 
 The model lever, `--layers L`: S5 with L layers (the budget's width, heads and token counts),
 its short stage and Constant trajectory trained into the store up to the largest point
 (a run of its own identity; the book's S5 is untouched):
 
-    python benchmarks/toy_code_needle_levers.py --forms code:magic comments:magic prose:magic \
+    python -m nblib.probes code_needle_levers --forms code:magic comments:magic prose:magic \\
         prose:word code:word --points 10 120 --samples 20
-    python benchmarks/toy_code_needle_levers.py --layers 4 --forms prose:word code:magic --points 10 30
+    python -m nblib.probes code_needle_levers --layers 4 --forms prose:word code:magic --points 10 30
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -49,11 +50,11 @@ from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
 from nblib.lccp import experiments
 from nblib.lccp.merge import merge
-from nblib.store.atomic import append_jsonl
+from nblib.probes import results
 from nblib.store.runstore import RunStore
 from nblib.training.runner import get_or_run_many
 
-OUT = Path(__file__).resolve().parent / "results" / "toy_code_needle_levers.jsonl"
+RECORDS = ("toy_code_needle_levers.jsonl",)
 
 
 @torch.no_grad()
@@ -85,8 +86,8 @@ def needle_logprobs(model, tokenizer, sample: R.Sample) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes code_needle_levers", description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="toy")
     p.add_argument("--scale", default="S5")
     p.add_argument("--forms", nargs="+", default=["code:magic", "comments:magic", "prose:magic", "code:word",
@@ -100,8 +101,13 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--layers", type=int, default=0,
                    help="train and probe the scale with this many layers (0: the budget's model, from the store)")
-    p.add_argument("--out", default=str(OUT))
-    a = p.parse_args(argv)
+    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
     b = get_budget(a.budget)
     tok = get_tokenizer(b.tokenizer)
@@ -150,7 +156,7 @@ def main(argv=None) -> int:
                                "value_piece_hit": float(np.mean([x["piece_hit"] for x in lps])),
                                "whole_value_hit": float(np.mean([x["all_hit"] for x in lps])),
                                "example": preds[len(preds) // 2][:40], "wall_s": round(time.time() - t0, 1)}
-                        append_jsonl(a.out, rec)
+                        results.append_record(a.out, rec, module=__spec__.name, argv=argv)
                         print(f"Dl {dl:g} {protocol:5s} {length} {hf}:{kf} {task}: score {rec['score']:.0f}, "
                               f"gain {rec['needle_gain']:+.2f} nats/token, first-token hit "
                               f"{rec['first_token_hit']:.2f}, e.g. {rec['example']!r}", flush=True)

@@ -1,24 +1,25 @@
-"""LongPPL along a Constant LCCP trajectory at several LCCP learning rates (chapter 2, "toy grid").
+"""LongPPL along a Constant LCCP trajectory at several LCCP learning rates (chapter 2, "The toy
+grid: each choice and the measurement behind it"; was benchmarks/toy_lccp_lr_probe.py).
 
-The paper starts LCCP at a tenth of the short stage's LR (App. A.3, Table 7) and finds that
+The LCCP paper starts LCCP at a tenth of the short stage's LR (App. A.3, Table 7) and finds that
 LongPPL falls with the LCCP budget Dl (§3.2, Fig. 2). At toy, a tenth was measured to give
 a LongPPL that bottoms out after a few N(S1) of LCCP tokens and then rises while ShortPPL
 keeps falling, so the grid's Dl would sit on the wrong side of the minimum. This probe
 measures it: from the grid's short-stage endpoint at (scale, Ds), one constant-LR LCCP
-trajectory per LR fraction (the grid's `lccp_constant` config with only the LR changed),
-through the real run store, trainer and LongPPL evaluator, scored at Dl = 0 (the short-stage
-weights with the LCCP RoPE base) and at checkpoints up to the budget's largest Dl. One JSON
-line per trajectory goes to benchmarks/results/toy_lccp_lr_probe.jsonl.
+trajectory per LR fraction (the grid's `lccp_constant` config on the budget with that
+`lccp_lr_frac`), through the real run store, trainer and LongPPL evaluator, scored at Dl = 0
+(the short-stage weights with the LCCP RoPE base) and at checkpoints up to the budget's
+largest Dl. One JSON line per trajectory goes to data/probes/toy_lccp_lr_probe.jsonl.
 
-    python benchmarks/toy_lccp_lr_probe.py --scales S1 S3 S4 --ds 270 --lr-fracs 0.1 0.03 0.01
+    python -m nblib.probes lccp_lr --scales S1 S3 S4 --ds 270 --lr-fracs 0.1 0.03 0.01
 
 It trains the short stages it needs (the grid's own configs) when the store lacks them.
 --rope-bases and --weight-decay probe other LCCP settings (the next rung of chapter 2's ladder);
-their records go to benchmarks/results/toy_lccp_rope_probe.jsonl (--heads and --head-size give the
-probed scales another head layout, records in benchmarks/results/toy_s2_heads_probe.jsonl):
+their records go to toy_lccp_rope_probe.jsonl (--heads and --head-size give the probed scales
+another head layout, records in toy_s2_heads_probe.jsonl):
 
-    python benchmarks/toy_lccp_lr_probe.py --scales S1 --rope-bases 100000 5000000 50000000 \
-        --lr-fracs 0.03 0.1 --out benchmarks/results/toy_lccp_rope_probe.jsonl
+    python -m nblib.probes lccp_lr --scales S1 --rope-bases 100000 5000000 50000000 \\
+        --lr-fracs 0.03 0.1 --out toy_lccp_rope_probe.jsonl
 """
 
 from __future__ import annotations
@@ -26,35 +27,35 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
-from pathlib import Path
 
 import torch
 
 from nblib.budgets import get_budget
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator
-from nblib.store.atomic import append_jsonl
+from nblib.probes import results
 from nblib.store.runstore import RunStore
 from nblib.training.runner import get_or_run, get_or_run_many
 
-OUT = Path(__file__).resolve().parent / "results" / "toy_lccp_lr_probe.jsonl"
+RECORDS = ("toy_lccp_lr_probe.jsonl", "toy_lccp_rope_probe.jsonl", "toy_s2_heads_probe.jsonl")
 DL_POINTS = (1, 2, 3, 4, 6, 8, 10, 15, 20, 25, 30)
 
 
 def trajectory_config(b, scale: str, ds: float, lr_frac: float, rope_base: float | None = None):
-    """The grid's Constant trajectory at (scale, ds) to the largest Dl, with LR lr_frac x the
-    short stage's, and (rope_base) another LCCP RoPE base than the budget's ABF target."""
-    base = grid.lccp_constant(b, scale, ds, b.dl_multiples[-1], 0)
-    lr = b.scale(scale).lr * lr_frac
-    init = base.init if rope_base is None else {**base.init, "rope_base": rope_base}
-    return dataclasses.replace(base, schedule={**base.schedule, "lr": lr}, init=init,
-                               label=f"{base.label} LCCP-LR probe {lr_frac:g}"
+    """The grid's Constant trajectory at (scale, ds) to the largest Dl on budget `b` with LCCP at
+    lr_frac x the short stage's LR and (rope_base) another LCCP RoPE base than its ABF target."""
+    probed = dataclasses.replace(b, lccp_lr_frac=lr_frac,
+                                 rope_bases=b.rope_bases if rope_base is None else
+                                 (b.rope_bases[0], rope_base, *b.rope_bases[2:]))
+    cfg = grid.lccp_constant(probed, scale, ds, b.dl_multiples[-1], 0)
+    return dataclasses.replace(cfg, label=f"{cfg.label} LCCP-LR probe {lr_frac:g}"
                                + (f" base {rope_base:g}" if rope_base is not None else ""))
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes lccp_lr", description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="toy")
     p.add_argument("--scales", nargs="+", default=["S1", "S3", "S4"])
     p.add_argument("--ds", type=float, default=270)
@@ -68,8 +69,14 @@ def main(argv=None):
     p.add_argument("--head-size", type=int, default=0, help="their width (0: the budget's, d / heads)")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(OUT))
-    a = p.parse_args(argv)
+    p.add_argument("--out", default=RECORDS[0],
+                   help=f"record file (a name in data/probes: {', '.join(RECORDS)}; or a path)")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
     b = get_budget(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
@@ -101,16 +108,16 @@ def main(argv=None):
                 for dl in (d for d in DL_POINTS if d <= (a.dl_max or b.dl_multiples[-1])):
                     r = ev.run(run, grid.checkpoint_step(run.config, dl))
                     points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
+                model = b.scale(scale).model
                 out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
-                       "rope_base": rope, "weight_decay": cfg.optimizer.get("weight_decay", 0.1), "unit": b.unit, "unit_tokens": b.n_tokens(scale, 1),
-                       "heads": b.scale(scale).model["n_heads"],
-                       "head_size": b.scale(scale).model.get("head_size") or
-                       b.scale(scale).model["d_model"] // b.scale(scale).model["n_heads"],
-                       "n_params": b.n_params(scale), "run": cfg.hash,
-                       "wall_s": round(wall, 1), "points": points}
+                       "rope_base": rope, "weight_decay": cfg.optimizer.get("weight_decay", 0.1), "unit": b.unit,
+                       "unit_tokens": b.n_tokens(scale, 1), "heads": model["n_heads"],
+                       "head_size": model.get("head_size") or model["d_model"] // model["n_heads"],
+                       "n_params": b.n_params(scale), "run": cfg.hash, "wall_s": round(wall, 1), "points": points}
                 print(json.dumps(out), flush=True)
-                append_jsonl(a.out, out)
+                results.append_record(a.out, out, module=__spec__.name, argv=argv)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

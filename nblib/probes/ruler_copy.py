@@ -1,10 +1,10 @@
 """RULER on models that copy: where chapter 5's "RULER above 0 after extension" would be reached
-(chapter 5; the ladder behind issue "Chapter 5 complete").
+(chapter 5, "Which models answer?"; was benchmarks/toy_ruler_copy_probe.py).
 
 The toy book's LCCP models do not copy (chapter 2's copy ladder), and RULER at their LCCP
 context is 0 on every single-needle subtask. This probe scores the same RULER suite (LCCP
 paper §5.1: the toy's prompts, seeds and greedy decoding, `nblib.lccp.downstream.ruler_suite`)
-on the LCCP rung of `toy_lccp_copy_probe.py`: a d64 model that copies at its 128-token short
+on the LCCP rung of the `lccp_copy` probe: a d64 model that copies at its 128-token short
 context, continued at 1,024 tokens with ABF, at each of its kept LCCP checkpoints and before
 LCCP (its parent with the new RoPE base). Lengths: the toy's LCCP RULER length (256) and
 4x it (1,024, the toy's extension length), which is inside this rung's training context.
@@ -15,11 +15,11 @@ all-global control after their YaRN x4 fine-tune at 4L - 32 = 992, the Gemma blo
 With --format code it scores RULER's three single-needle subtasks written as code instead
 (`nblib.evals.code_niah`: the needle an assignment line, the answer prefix its left side), the
 form a model trained only on Python source can answer by copying.
-One JSON line per (model, checkpoint, format) goes to benchmarks/results/toy_ruler_copy_probe.jsonl.
+One JSON line per (model, checkpoint, format) goes to data/probes/toy_ruler_copy_probe.jsonl.
 
-    python benchmarks/toy_ruler_copy_probe.py --run-root /path/to/probe/store --samples 10
-    python benchmarks/toy_ruler_copy_probe.py --pair --samples 10   # the book's run store
-    python benchmarks/toy_ruler_copy_probe.py --pair --format code --samples 20
+    python -m nblib.probes ruler_copy --run-root /path/to/probe/store --samples 10
+    python -m nblib.probes ruler_copy --pair --samples 10   # the book's run store
+    python -m nblib.probes ruler_copy --pair --format code --samples 20
 """
 
 from __future__ import annotations
@@ -37,26 +37,26 @@ from nblib.data import get_tokenizer
 from nblib.evals import code_niah
 from nblib.gemma import extension, pair
 from nblib.lccp import downstream
-from nblib.store.atomic import append_jsonl
+from nblib.probes import results
 from nblib.store.runstore import RunStore
 
-RESULTS = Path(__file__).resolve().parent / "results"
-OUT = RESULTS / "toy_ruler_copy_probe.jsonl"
+RECORDS = ("toy_ruler_copy_probe.jsonl",)
 SINGLE = {"ruler": ("niah_single_1", "niah_single_2", "niah_single_3"), "code": code_niah.TASKS}
 SUITES = {"ruler": downstream.ruler_suite, "code": downstream.code_needle_suite}
 
 
 def lccp_rung(name: str) -> dict:
     """The last record of `toy_lccp_copy_probe.jsonl` called `name` (its run hashes)."""
-    rows = [json.loads(line) for line in (RESULTS / "toy_lccp_copy_probe.jsonl").read_text().splitlines() if line.strip()]
+    path = results.record_path("toy_lccp_copy_probe.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r.get("name") == name]
     if not rows:
         raise SystemExit(f"error: no record named {name!r} in toy_lccp_copy_probe.jsonl")
     return rows[-1]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes ruler_copy", description=__doc__.splitlines()[0])
     p.add_argument("--run-root", help="the probes' scratch run store (default with --pair: the book's)")
     p.add_argument("--pair", action="store_true", help="score the toy book's Part 2 models")
     p.add_argument("--ladder", action="store_true",
@@ -68,7 +68,14 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--format", choices=sorted(SUITES), default="ruler",
                    help="RULER's English prompts, or its single-needle subtasks written as code (nblib.evals.code_niah)")
-    a = p.parse_args(argv)
+    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
+    a.argv = argv
     torch.set_num_threads(a.threads)
     b = get_budget("toy")
     tok = get_tokenizer(b.tokenizer)
@@ -145,7 +152,7 @@ def _score_all(models, b, tok, a, name: str) -> int:
                                                     max(1, sum(sc[t] == sc[t] for t in single)), 1)
                                       for n, sc in scores.items()},
                "seconds": round(time.time() - t0, 1)}
-        append_jsonl(OUT, row)
+        results.append_record(a.out, row, module=__spec__.name, argv=a.argv)
         print(json.dumps({k: row[k] for k in ("model", "single_needle_mean", "seconds")}), flush=True)
     return 0
 
@@ -156,4 +163,4 @@ def _with_base(model, base: float):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,0 +1,178 @@
+"""What erodes along a Constant LCCP trajectory (chapter 2, "What erodes"; LCCP paper §4.1-4.2).
+
+The paper's constant-LR LCCP keeps improving LongPPL to 120N (§4.2, Fig. 6). On the toy, at
+the paper's LCCP LR (a tenth of the short stage's, App. A.3), LongPPL bottoms out after some
+tens of N(S1) and rises again while ShortPPL keeps falling. This probe follows one Constant
+trajectory (the grid's `lccp_constant` config at `--lr-frac` of the short LR, with
+`--batch-long` sequences per step and optionally one KV head per query head in both stages)
+and, at each checkpoint, measures what the rise could be made of:
+
+- attention mass by distance: for every (layer, head), the share of attention that queries
+  in the second half of held-out LCCP windows put 0-15, 16-127, 128-511 and 512+ tokens back;
+- the smear gates s = sigmoid(a) of every layer's KV heads (how much each key is its own
+  token rather than the previous one; the toy's smeared keys);
+- the random-segment copy gain at 128, 256 and 512 tokens back;
+- LongPPL and ShortPPL on the evaluation set (file beginnings, App. A.1) and on middles of
+  long held-out files (what LCCP trains on), each annotated by the book's reference.
+
+One JSON line per (trajectory, checkpoint) goes to data/probes/toy_erosion_probe.jsonl. It
+trains what the store lacks (the reference first, as chapter 2 does).
+
+    python -m nblib.probes erosion --scale S4 --kv-per-head 0 1 --points 0 10 30 60 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+from nblib.budgets import Budget, get_budget
+from nblib.data import get_corpus, get_tokenizer, make_stream
+from nblib.data.corpus import split_documents
+from nblib.lccp import grid
+from nblib.lccp.evaluation import Evaluator, reference_key, reference_scorer
+from nblib.metrics.attention_maps import attention_probs
+from nblib.metrics.longppl import evaluate, load_or_annotate
+from nblib.metrics.probes import copy_gain
+from nblib.probes import results
+from nblib.store.runstore import RunStore
+from nblib.training.runner import get_or_run, get_or_run_many
+
+RECORDS = ("toy_erosion_probe.jsonl",)
+DISTANCE_BINS = (0, 16, 128, 512)  # lower edges, tokens back: local, near, 2x-4x the short context, beyond
+COPY_DISTANCES = (128, 256, 512)
+
+
+def probe_budget(b: Budget, scale: str, lr_frac: float, batch_long: int, kv_per_head: bool) -> Budget:
+    """The budget whose `lccp_constant` config is the probed trajectory: LCCP at `lr_frac` of the
+    short LR, `batch_long` sequences per LCCP step and, with `kv_per_head`, one KV head per
+    query head at `scale` (both stages: the short stage is the variant's own)."""
+    if kv_per_head:
+        b = b.with_model(scale, n_kv_heads=b.scale(scale).model["n_heads"])
+    return dataclasses.replace(b.with_scale(scale, batch_long=batch_long), lccp_lr_frac=lr_frac)
+
+
+def trajectory(b: Budget, scale: str, ds: float, until: float):
+    """The grid's Constant trajectory at (scale, Ds) to Dl = until, checkpoints every budget spacing."""
+    return grid.lccp_constant(b, scale, ds, until, 0)
+
+
+def middle_texts(b: Budget, n: int, length: int, seed: int = 0) -> list[str]:
+    """`n` held-out texts of `length` tokens cut from the middle of files at least twice that
+    long: the text LCCP trains on, where the evaluation set holds file beginnings (App. A.1)."""
+    tok = get_tokenizer(b.tokenizer)
+    docs = split_documents(list(get_corpus(b.corpus)), "eval", 0.1)
+    out = []
+    for d in docs:
+        ids, off = tok.encode_with_offsets(d.text)
+        if len(ids) >= 2 * length:
+            a = len(ids) // 2 - length // 2
+            out.append(d.text[int(off[a, 0]):int(off[a + length - 1, 1])])
+    if len(out) < n:
+        raise ValueError(f"only {len(out)} held-out files have >= {2 * length} tokens; asked for n={n}")
+    pick = np.random.default_rng([seed]).permutation(len(out))[:n]
+    return [out[i] for i in sorted(pick)]
+
+
+def attention_by_distance(model, windows: torch.Tensor, bins=DISTANCE_BINS) -> list[dict]:
+    """Per (layer, head): the mean share of attention that queries in the second half of each
+    window put on keys [lo, hi) tokens back, for consecutive `bins` edges (the last bin open)."""
+    T = windows.size(1)
+    dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :])
+    edges = list(bins) + [T + 1]
+    rows = []
+    for layer, p in attention_probs(model, windows).items():
+        p = p[:, :, T // 2:, :]  # queries with the whole first half behind them
+        d = dist[T // 2:]
+        for h in range(p.size(1)):
+            shares = {f"{lo}-{hi - 1}" if hi <= T else f"{lo}+": float(((d >= lo) & (d < hi)) .to(p.dtype)
+                      .mul(p[:, h]).sum(-1).mean())
+                      for lo, hi in zip(edges[:-1], edges[1:])}
+            rows.append({"layer": layer, "head": h, **shares})
+    return rows
+
+
+def smear_gates(model) -> list[list[float]]:
+    """sigmoid(a) of every layer's KV heads (1: the key is its own token; 0.5: half the previous one)."""
+    return [torch.sigmoid(blk.attn.k_smear.detach()).tolist() for blk in model.blocks
+            if getattr(blk.attn, "k_smear", None) is not None]
+
+
+def checkpoint_record(model, ev: Evaluator, middles, middle_ann, windows, tok) -> dict:
+    """Every measure of one checkpoint (the module docstring lists them)."""
+    begin = ev._evaluate(model)
+    mid = evaluate(model, tok, middles, middle_ann, max_len=ev.budget.long_seq_len)
+    return {"longppl": begin["long_ppl"], "shortppl": begin["short_ppl"],
+            "longppl_middle": mid["long_ppl"], "shortppl_middle": mid["short_ppl"],
+            "copy_gain": {str(d): copy_gain(model, tok.vocab_size, tok.eos_id, d)["gain"] for d in COPY_DISTANCES},
+            "smear": smear_gates(model), "attention": attention_by_distance(model, windows)}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes erosion", description=__doc__.splitlines()[0])
+    p.add_argument("--budget", default="toy")
+    p.add_argument("--scale", default="S4")
+    p.add_argument("--ds", type=float, default=270)
+    p.add_argument("--lr-frac", type=float, default=0.1)
+    p.add_argument("--batch-long", type=int, default=4)
+    p.add_argument("--kv-per-head", type=int, nargs="+", default=[0, 1], help="0: the budget's KV heads; 1: one per query head")
+    p.add_argument("--points", type=float, nargs="+", default=[0, 10, 30, 60, 120], help="Dl in the budget's unit")
+    p.add_argument("--n-windows", type=int, default=16)
+    p.add_argument("--run-root", default="runs")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
+    torch.set_num_threads(a.threads)
+    base = get_budget(a.budget)
+    ds = int(a.ds) if float(a.ds).is_integer() else a.ds
+    store = RunStore(a.run_root)
+    ev = Evaluator.build(base, store)
+    tok = ev.tokenizer
+    L = base.long_seq_len
+    middles = middle_texts(base, base.longppl.n_docs, L)
+    ann_path = store.root / "annotations" / f"{base.name}-longppl-middles-{reference_key(base)}.json"
+    middle_ann = load_or_annotate(ann_path, reference_scorer(base, store), None, middles, base.longppl)
+    eval_data = {**grid.data_config(base, "long"), "split": "eval"}
+    stream = make_stream(eval_data, 0)
+    windows = stream.batch(0, a.n_windows)[0]
+    for kv in a.kv_per_head:
+        b = probe_budget(base, a.scale, a.lr_frac, a.batch_long, bool(kv))
+        cfg = trajectory(b, a.scale, ds, max(a.points))
+        short = grid.short_stage(b, a.scale)
+        t0 = time.time()
+        get_or_run_many(store, [short.trunk, short.wsd[ds]], workers=1, progress=False)
+        run = get_or_run(store, cfg, progress=True)
+        wall = time.time() - t0
+        spec = b.scale(a.scale)
+        for dl in a.points:
+            if dl == 0:
+                model = store.run(short.wsd[ds]).load_model()
+                model.set_rope_base(b.rope_bases[1])  # the short-stage weights with the LCCP base
+                step = 0
+            else:
+                step = grid.checkpoint_step(cfg, dl)
+                model = run.load_model(step)
+            with torch.no_grad():
+                rec = checkpoint_record(model, ev, middles, middle_ann, windows, tok)
+            rec = {"budget": b.name, "scale": a.scale, "ds_mult": ds, "lr_frac": a.lr_frac,
+                   "batch_long": a.batch_long, "n_heads": spec.model["n_heads"],
+                   "n_kv_heads": spec.model["n_kv_heads"], "n_params": b.n_params(a.scale), "unit": b.unit,
+                   "run": cfg.hash, "dl": dl, "step": step, "train_wall_s": round(wall, 1), **rec}
+            results.append_record(a.out, rec, module=__spec__.name, argv=argv)
+            print(json.dumps({k: v for k, v in rec.items() if k != "attention"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

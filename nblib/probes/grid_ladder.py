@@ -1,0 +1,107 @@
+"""Append one toy grid design's row to chapter 2's ladder, computed from chapters 3-4's tables
+(chapter 2, "The grid designs tried").
+
+Each row is one design of the whole toy grid run through chapters 3 and 4, with the
+grid-level measures the toy Part 1 is held to: held-out R² of Eq. 1 on both splits
+(LCCP paper Fig. 3), Lin's CCC of Constant-Last4 against Linear-Decay at S4 (Fig. 4b, App. B),
+the share of S1-S4 trajectory points where Last4 is at or below Raw, and Last4's mean gap to
+Linear-Decay at S4.
+
+Rows A-H of data/probes/toy_grid_ladder.csv were read by hand from the outputs of chapters 3
+and 4 at the commit in their `code` column (their manifest lists the commits that added them).
+This module appends the next design's row, computed from the figures folder those chapters
+wrote (`figures/` or a build's, e.g. `_build/avx2/figures`): R² from
+03_scaling_law/fig03_r2_intervals.csv, CCC and the gap from 04_constant_last4/fig04b_ccc.csv.
+The Last4 <= Raw share is in no table: it is read from chapter 4's executed output beside the
+folder (`../logs/04_constant_last4.log` or `../notebooks/04_constant_last4.ipynb`, the line
+`nblib.book.findings.constant_last4_findings` prints), or given with --last4-le-raw.
+
+    python -m nblib.probes grid_ladder --figures _build/avx2/figures --design I \\
+        --change "as F, ..." --measured "chapters 3-4, fresh store" --dry-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from nblib.probes import results
+from nblib.store.provenance import REPO_ROOT, code_version
+
+RECORDS = ("toy_grid_ladder.csv",)
+R2 = {"S1-S3 → S4": "S1-S3 -> S4 R²", "S1-S4 → S5": "S1-S4 -> S5 R²"}
+CCC = "CCC Last4 vs LD (S4 LongPPL)"
+LAST4_LE_RAW = "Last4 <= Raw (% of S1-S4 points)"
+GAP = "Last4 - LD (S4 mean LongPPL)"
+# the digits the hand-measured rows carry
+DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2}
+_LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
+
+
+def last4_le_raw_in(text: str) -> float | None:
+    """The Last4 <= Raw share (percent) in chapter 4's printed findings, or None."""
+    found = _LAST4_LINE.findall(text)
+    return float(found[-1]) if found else None
+
+
+def chapter4_output(figures: Path) -> Path | None:
+    """Chapter 4's executed output beside a build's figures folder (its log, else its notebook)."""
+    build = figures.parent
+    for p in (build / "logs" / "04_constant_last4.log", build / "notebooks" / "04_constant_last4.ipynb"):
+        if p.is_file():
+            return p
+    return None
+
+
+def design_measures(figures: Path, last4_le_raw: float | None = None) -> dict:
+    """The ladder's measures of one design from chapters 3-4's tables in `figures`, rounded as
+    the committed rows are; `last4_le_raw` (percent) where no executed chapter 4 is beside it."""
+    figures = Path(figures)
+    r2 = pd.read_csv(figures / "03_scaling_law" / "fig03_r2_intervals.csv").set_index("split")["R²"]
+    ccc = pd.read_csv(figures / "04_constant_last4" / "fig04b_ccc.csv").set_index(["metric", "rule"])
+    out = {col: float(r2[split]) for split, col in R2.items()}
+    out[CCC] = float(ccc.loc[("longppl", "last4"), "CCC"])
+    out[GAP] = float(ccc.loc[("longppl", "last4"), "mean gap to LD"])
+    if last4_le_raw is None:
+        src = chapter4_output(figures)
+        last4_le_raw = last4_le_raw_in(src.read_text()) if src else None
+    out[LAST4_LE_RAW] = last4_le_raw
+    return {k: None if v is None else round(v, DIGITS[k]) for k, v in out.items()}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes grid_ladder", description=__doc__.splitlines()[0])
+    p.add_argument("--figures", default=str(REPO_ROOT / "figures"), help="the figures folder of chapters 3 and 4")
+    p.add_argument("--design", required=True, help="the design's letter (a new one)")
+    p.add_argument("--change", required=True, help="what it changes, against which design")
+    p.add_argument("--measured", required=True, help="which chapters ran, on which store")
+    p.add_argument("--code", default="", help="the commit it ran (default: this checkout's)")
+    p.add_argument("--last4-le-raw", type=float, default=None,
+                   help="Last4 <= Raw in percent (default: read from chapter 4's output beside --figures)")
+    p.add_argument("--dry-run", action="store_true", help="print the row, write nothing")
+    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
+    out = results.record_path(a.out)
+    if a.design in set(pd.read_csv(out)["design"].astype(str)):
+        raise SystemExit(f"error: design {a.design!r} is already in {out}; name a new one")
+    code = a.code or code_version()["git"][:7] + (" with local changes" if code_version()["dirty"] else "")
+    row = {"design": a.design, "change": a.change, "code": code, **design_measures(Path(a.figures), a.last4_le_raw),
+           "measured": a.measured}
+    row = {k: (f"{v:.{DIGITS[k]}f}" if k in DIGITS and v is not None else v) for k, v in row.items()}
+    print(row)
+    if not a.dry_run:
+        results.append_csv_row(out, row, module=__spec__.name, argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""Executing chapters: an executed chapter made ready for the book, chapters run several at a
+time after the chapters they need, and the jobs setting and per-chapter logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_path):
+    import nbformat
+
+    from nblib.book.build import prepare_for_book
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 3. A chapter\n\nText."),
+                nbformat.v4.new_code_cell('budget = "toy"  # smoke | toy | full\nseed = 0', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell('budget = "smoke"', metadata={"tags": ["injected-parameters"]}),
+                nbformat.v4.new_markdown_cell(":::{figure} #cell-a\nLoss at budget {{ budget }}, seed {{seed}}.\n:::")]
+    path = tmp_path / "ch.ipynb"
+    nbformat.write(nb, str(path))
+    prepare_for_book(path, {"budget": "smoke"})
+    out = nbformat.read(str(path), as_version=4)
+    assert "remove-cell" in out.cells[2].metadata["tags"] and "remove-cell" not in out.cells[1].metadata["tags"]
+    assert out.cells[3].source == ":::{figure} #cell-a\nLoss at budget smoke, seed 0.\n:::"
+    assert out.cells[0].source.startswith("# 3. A chapter\n*Built at budget **smoke**, seed 0, git `")
+    assert out.cells[0].source.endswith("\n\nText.")
+
+
+# --------------------------------------------------------------------------- chapters at once
+
+def _fake_chapter(name, budget, out_dir, params, env):
+    """Stands in for one chapter in run_book's worker pool: records when it ran, where, and
+    with which kernel environment."""
+    t0 = time.time()
+    if name == "03_broken":
+        raise OSError("the worker died")
+    time.sleep(1.0)
+    (Path(out_dir) / f"{name}.json").write_text(json.dumps({"pid": os.getpid(), "t0": t0, "t1": time.time(),
+                                                            "env": env}))
+    return {"chapter": name, "status": "ok", "wall_s": round(time.time() - t0, 1), "error": None}
+
+
+def test_chapters_run_two_at_a_time_after_those_they_need_and_a_dead_worker_is_a_failed_chapter(tmp_path):
+    from nblib.book import build
+
+    names = ["01_a", "02_b", "03_broken", "04_d", "05_e"]
+    needs = {"04_d": ("02_b", "03_broken"), "05_e": ("04_d", "09_not_run")}
+    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter, needs=needs)
+    assert [t["chapter"] for t in times] == names
+    assert [t["status"] for t in times] == ["ok", "ok", "failed", "ok", "ok"]
+    assert "worker process failed: OSError: the worker died" in times[2]["error"]
+    rec = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in ("01_a", "02_b", "04_d", "05_e")}
+    assert rec["01_a"]["pid"] != rec["02_b"]["pid"] and os.getpid() not in {r["pid"] for r in rec.values()}
+    assert rec["01_a"]["t0"] < rec["02_b"]["t1"] and rec["02_b"]["t0"] < rec["01_a"]["t1"]  # at the same time
+    # a chapter starts after the chapters it needs have ended (a failed one too)
+    assert rec["04_d"]["t0"] >= rec["02_b"]["t1"] and rec["05_e"]["t0"] >= rec["04_d"]["t1"]
+    share = str(max(1, (os.cpu_count() or 1) // 2))  # each kernel trains with its share of the cores
+    assert rec["01_a"]["env"] == {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
+    with pytest.raises(RuntimeError, match="wait for each other"):
+        build.execute_all(["01_a", "02_b"], "smoke", tmp_path, jobs=2, worker=_fake_chapter,
+                          needs={"01_a": ("02_b",), "02_b": ("01_a",)})
+
+
+def test_chapters_wait_for_the_registry_needs_by_default(tmp_path):
+    """With no `needs` given, the runner waits as the chapter registry says: chapter 7 reads
+    chapter 6's Models A and B, so it starts once chapter 6 has ended; the introduction needs
+    nothing and runs beside chapter 6."""
+    from nblib.book import build
+
+    names = ["01_introduction", "06_models_ab", "07_kv_cache"]
+    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter)
+    assert [t["status"] for t in times] == ["ok"] * 3
+    rec = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in names}
+    assert rec["07_kv_cache"]["t0"] >= rec["06_models_ab"]["t1"]
+    intro, models = rec["01_introduction"], rec["06_models_ab"]
+    assert intro["t0"] < models["t1"] and models["t0"] < intro["t1"]  # at the same time
+
+
+def test_book_jobs_and_prefixed_logs(tmp_path, monkeypatch):
+    import logging
+
+    from nblib.book import build
+
+    monkeypatch.setenv("NBLIB_BOOK_JOBS", "3")
+    assert build.book_jobs() == 3 and build.book_jobs(1) == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("NBLIB_BOOK_JOBS", bad)
+        with pytest.raises(SystemExit, match=f"jobs='{bad}' is not allowed.*integers >= 1"):
+            build.book_jobs()
+    monkeypatch.delenv("NBLIB_BOOK_JOBS")
+    assert build.book_jobs() == (os.cpu_count() or 1)
+    try:
+        build._log_cell_outputs(tmp_path, "05_downstream")
+        logging.getLogger("papermill").info("line one\nline two")
+        for h in logging.getLogger("papermill").handlers:
+            h.flush()
+        assert (tmp_path / "logs" / "05_downstream.log").read_text() == "line one\nline two\n"
+        fmt = build._PrefixLines("[05_downstream] ")
+        rec = logging.LogRecord("papermill", logging.INFO, "", 0, "a\nb", None, None)
+        assert fmt.format(rec) == "[05_downstream] a\n[05_downstream] b"
+    finally:
+        for h in list(logging.getLogger("papermill").handlers):
+            logging.getLogger("papermill").removeHandler(h)
+            h.close()
