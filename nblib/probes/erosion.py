@@ -85,13 +85,13 @@ def attention_by_distance(model, windows: torch.Tensor, bins=DISTANCE_BINS) -> l
     window put on keys [lo, hi) tokens back, for consecutive `bins` edges (the last bin open)."""
     T = windows.size(1)
     dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :])
-    edges = list(bins) + [T + 1]
+    edges = [e for e in bins if e < T] + [T]  # no key is T or more tokens back
     rows = []
     for layer, p in attention_probs(model, windows).items():
         p = p[:, :, T // 2:, :]  # queries with the whole first half behind them
         d = dist[T // 2:]
         for h in range(p.size(1)):
-            shares = {f"{lo}-{hi - 1}" if hi <= T else f"{lo}+": float(((d >= lo) & (d < hi)) .to(p.dtype)
+            shares = {f"{lo}-{hi - 1}" if hi < T else f"{lo}+": float(((d >= lo) & (d < hi)).to(p.dtype)
                       .mul(p[:, h]).sum(-1).mean())
                       for lo, hi in zip(edges[:-1], edges[1:])}
             rows.append({"layer": layer, "head": h, **shares})

@@ -1,0 +1,95 @@
+"""The erosion probe's measures (nblib.probes.erosion) and chapter 2's tables of them
+(nblib.book.toy_erosion), against closed forms and planted records."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from nblib.book import toy_erosion
+from nblib.budgets import get_budget
+from nblib.models import build_model
+from nblib.probes import erosion
+
+
+def _uniform_attention_model(T=64):
+    """A smoke Llama whose queries are zero: every score is 0, so each query attends uniformly
+    to itself and every earlier key (1 / (q + 1) each)."""
+    b = get_budget("smoke")
+    cfg = {**b.scale("S4").model, "max_seq_len": T}
+    torch.manual_seed(0)
+    m = build_model("llama", cfg)
+    with torch.no_grad():
+        for blk in m.blocks:
+            blk.attn.q_proj.weight.zero_()
+    return m.eval()
+
+
+def test_attention_by_distance_matches_the_closed_form_of_uniform_attention():
+    T = 64
+    m = _uniform_attention_model(T)
+    windows = torch.randint(1, 200, (2, T))
+    rows = erosion.attention_by_distance(m, windows, bins=(0, 16, 32))
+    assert {r["layer"] for r in rows} == set(range(len(m.blocks)))
+    qs = np.arange(T // 2, T)
+    expect = {"0-15": np.mean(16 / (qs + 1)), "16-31": np.mean(16 / (qs + 1)),
+              "32+": np.mean((qs - 31) / (qs + 1))}
+    for r in rows:
+        for k, v in expect.items():
+            assert r[k] == pytest.approx(v, rel=1e-5)
+        assert sum(r[k] for k in expect) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_bins_at_or_beyond_the_window_are_dropped():
+    m = _uniform_attention_model(32)
+    rows = erosion.attention_by_distance(m, torch.randint(1, 200, (1, 32)), bins=(0, 16, 128, 512))
+    assert set(rows[0]) == {"layer", "head", "0-15", "16+"}
+
+
+def test_smear_gates_are_the_sigmoid_of_the_logits():
+    m = _uniform_attention_model()
+    with torch.no_grad():
+        m.blocks[0].attn.k_smear.fill_(2.0)
+    gates = erosion.smear_gates(m)
+    assert len(gates) == len(m.blocks)
+    assert gates[0][0] == pytest.approx(1 / (1 + np.exp(-2.0)), rel=1e-6)
+    assert gates[1][0] == pytest.approx(0.5)
+
+
+def test_probe_budget_changes_only_the_probed_scale():
+    b = get_budget("toy")
+    p = erosion.probe_budget(b, "S4", 0.1, 4, kv_per_head=True)
+    assert p.scale("S4").model["n_kv_heads"] == p.scale("S4").model["n_heads"] == 3
+    assert p.scale("S4").batch_long == 4 and p.lccp_lr_frac == 0.1
+    assert p.scale("S3") == b.scale("S3") and p.n_tokens("S4", 10) == b.n_tokens("S4", 10)
+    plain = erosion.probe_budget(b, "S4", b.lccp_lr_frac, b.scale("S4").batch_long, kv_per_head=False)
+    assert erosion.trajectory(plain, "S4", 270, 30).hash == erosion.trajectory(b, "S4", 270, 30).hash
+
+
+def _record(dl, kv, longppl, far, rerun=0.0):
+    return {"scale": "S4", "n_heads": 3, "n_kv_heads": kv, "n_params": 1000 + kv, "lr_frac": 0.1, "batch_long": 4,
+            "dl": dl, "longppl": longppl + rerun, "shortppl": 5.0 - dl / 100, "longppl_middle": longppl - 1,
+            "copy_gain": {"256": 1.0 - dl / 200}, "smear": [[0.5, 0.7, 0.9], [0.6]],
+            "attention": [{"layer": 0, "head": h, "0-15": 1 - far * h, "128-511": far * h / 2, "512+": far * h / 2}
+                          for h in range(3)]}
+
+
+def test_erosion_table_and_findings_on_planted_records():
+    recs = pd.DataFrame([_record(30, 1, 15.8, 0.1), _record(120, 1, 21.2, 0.05),
+                         _record(30, 3, 7.5, 0.2), _record(120, 3, 6.5, 0.3),
+                         _record(120, 3, 6.5, 0.3, rerun=0.1)])  # a re-measured point: the newest is kept
+    t = toy_erosion.erosion_table(recs)
+    assert len(t) == 4
+    kv = t[t["variant"].str.startswith("a KV head")].set_index("Dl")
+    assert kv.loc[120, "LongPPL (beginnings)"] == pytest.approx(6.6)
+    assert kv.loc[120, "far attention L0 (best head)"] == pytest.approx(0.6)  # head 2: 0.3 * 2
+    assert t.loc[0, "smear gate L0"] == pytest.approx(0.7)
+    text = toy_erosion.erosion_findings(t)
+    assert "1 KV head for 3 query heads**: LongPPL +5.40 on beginnings" in text
+    assert "a KV head per query head (3)**: LongPPL -0.90" in text
+
+
+def test_erosion_table_names_missing_columns():
+    with pytest.raises(ValueError, match="lack columns.*longppl_middle"):
+        toy_erosion.erosion_table(pd.DataFrame([{k: v for k, v in _record(30, 1, 1, 0).items()
+                                                 if k != "longppl_middle"}]))
