@@ -3,7 +3,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BUDGET ?= toy
+# A budget file instead of BUDGET (README, "Your own data"), and field overrides:
+# make book BUDGET_FILE=examples/toy-own-data.toml SET="n_boot=50 scales.S1.lr=5e-3"
+BUDGET_FILE ?=
+SET ?=
 PY := $(VENV)/bin/python
+BUDGET_ARGS = $(if $(BUDGET_FILE),--budget-file $(BUDGET_FILE),--budget $(BUDGET)) $(foreach s,$(SET),--set $(s))
 
 .PHONY: setup book test plan clean help
 
@@ -11,6 +16,7 @@ help:
 	@echo "make book   # run every chapter at BUDGET=$(BUDGET) with papermill, save figures, build the HTML book"
 	@echo "make test   # unit tests + every chapter at the smoke budget (papermill + nbval-lax) + book build check"
 	@echo "make plan   # the inputs BUDGET=$(BUDGET) needs (exit 2 if any is missing) and its compute per chapter"
+	@echo "            # BUDGET_FILE=my.toml (README, 'Your own data') and SET='key=value ...' work with book and plan"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +28,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 setup: $(VENV)/.installed
 
 book: setup
-	$(PY) -m nblib.book run --budget $(BUDGET)
+	$(PY) -m nblib.book run $(BUDGET_ARGS)
 
 plan: setup
-	$(PY) -m nblib.book.plan --budget $(BUDGET)
+	$(PY) -m nblib.book.plan $(BUDGET_ARGS)
 
 test: setup
 	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests

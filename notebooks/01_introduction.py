@@ -52,6 +52,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import json
@@ -63,7 +64,7 @@ from nblib.book.chapter import Chapter
 from nblib.book.paper_map import paper_map
 from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
 
-ch = Chapter("01_introduction", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("01_introduction", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 
 # %% [markdown]
 # ## Three budgets, one code path
@@ -119,6 +120,11 @@ pd.DataFrame({
 #
 # Runs are cached in `runs/`, named by a hash of their configuration, and resumed from their
 # last checkpoint if they were interrupted; a chapter never retrains what the store has.
+#
+# To run the book on your own corpus, tokenizer or LongPPL reference without editing the
+# library, give it a budget file (a named budget and the fields you change: `make book
+# BUDGET_FILE=my.toml`, `make plan BUDGET_FILE=my.toml`, `-p budget_file my.toml`); the
+# README's section "Your own data" has one for each budget.
 #
 # ## The paper map
 #

@@ -26,6 +26,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import matplotlib.pyplot as plt
@@ -42,7 +43,7 @@ from nblib.lccp import diagnostics, experiments, grid, kernel_spread
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics import format_testset_stats, testset_stats
 
-ch = Chapter("02_setup", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("02_setup", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 b = ch.budget
 
 # %% [markdown]

@@ -35,6 +35,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 n_boot = 0  # bootstrap refits behind the intervals (0: the budget default)
 
 # %%
@@ -57,7 +58,7 @@ from nblib.lccp.evaluation import Evaluator
 from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
 from nblib.store.provenance import REPO_ROOT
 
-ch = Chapter("03_scaling_law", budget=budget, seed=seed, run_root=run_root, n_boot=n_boot)
+ch = Chapter("03_scaling_law", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, n_boot=n_boot)
 b = ch.budget
 
 # %% [markdown]

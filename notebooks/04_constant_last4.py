@@ -47,6 +47,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 scale = "S5"  # the scale of the long Constant trajectory (paper: S5); the joint fit uses the smaller scales
 n_boot = 0  # bootstrap refits behind the prediction intervals (0: the budget default)
 
@@ -67,8 +68,8 @@ from nblib.budgets import SCALES, get_budget, trajectory_compute
 from nblib.lccp import experiments, grid, merge, scaling
 from nblib.lccp.evaluation import Evaluator
 
-ch = Chapter("04_constant_last4", budget=budget, seed=seed, run_root=run_root, scale=scale,
-             allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
+ch = Chapter("04_constant_last4", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root,
+             scale=scale, allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
 b = ch.budget
 fit_scales = [s for s in SCALES if s < scale][:4]
 print(f"trajectory at {scale}; joint fits on {fit_scales}")

@@ -50,6 +50,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 scale = "S5"
 
 # %%
@@ -66,7 +67,8 @@ from nblib.lccp.sft import build_sft_mixture, mixture_summary
 from nblib.probes import record_path
 from nblib.training.runner import get_or_run_many
 
-ch = Chapter("05_downstream", budget=budget, seed=seed, run_root=run_root, scale=scale, allowed_scales=("S5",))
+ch = Chapter("05_downstream", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, scale=scale,
+             allowed_scales=("S5",))
 b = ch.budget
 ev = Evaluator.build(b, ch.store)
 run = experiments.trajectory_run(ev, scale)  # chapter 4's trajectory: read, not retrained

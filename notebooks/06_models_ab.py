@@ -33,6 +33,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import matplotlib.pyplot as plt
@@ -48,7 +49,8 @@ from nblib.gemma.pair import MODELS
 from nblib.metrics.probes import copy_gain_table, position_loss_table
 from nblib.probes import record_path
 
-ch = Chapter("06_models_ab", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("06_models_ab", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
+budget = ch.budget.name  # a budget file's base, when one is given
 spec = ch.budget.pair
 L = spec.seq_len
 

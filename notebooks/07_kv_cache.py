@@ -42,6 +42,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import json
@@ -59,7 +60,7 @@ from nblib.models.gemma3 import Gemma3Config
 from nblib.models.gpt2 import GPT2Config
 from nblib.store.provenance import REPO_ROOT
 
-ch = Chapter("07_kv_cache", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("07_kv_cache", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 
 # %% [markdown]
 # ## What a KV cache stores

@@ -36,6 +36,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import matplotlib.pyplot as plt
@@ -47,7 +48,8 @@ from nblib.book.chapter import Chapter
 from nblib.gemma import pair
 from nblib.gemma import position as P
 
-ch = Chapter("08_position", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("08_position", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
+budget = ch.budget.name  # a budget file's base, when one is given
 runs = pair.train_pair(ch.store, ch.budget, seed=seed)  # chapter 6's runs: read, not retrained
 models = pair.pair_models(runs)
 A, B = models["A"], models["B"]

@@ -40,6 +40,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import matplotlib.pyplot as plt
@@ -56,7 +57,8 @@ from nblib.gemma import position as P
 from nblib.models.layers import yarn_inv_freq
 from nblib.training.runner import get_or_run
 
-ch = Chapter("09_yarn", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("09_yarn", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
+budget = ch.budget.name  # a budget file's base, when one is given
 spec = ch.budget.pair
 L, s = spec.seq_len, spec.yarn_factor
 sL = s * L

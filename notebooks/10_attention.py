@@ -37,6 +37,7 @@
 budget = "toy"  # smoke | toy | full
 seed = 0
 run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
+budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
 import matplotlib.pyplot as plt
@@ -51,7 +52,8 @@ from nblib.gemma import attention as AT
 from nblib.gemma import pair, training_length
 from nblib.metrics import attention_maps as M
 
-ch = Chapter("10_attention", budget=budget, seed=seed, run_root=run_root)
+ch = Chapter("10_attention", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
+budget = ch.budget.name  # a budget file's base, when one is given
 spec = ch.budget.pair
 L, W = spec.seq_len, spec.model_b["window"]
 runs = pair.train_pair(ch.store, ch.budget, seed=seed)  # chapter 6's runs: read, not retrained

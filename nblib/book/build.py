@@ -1,6 +1,7 @@
 """The book runner: execute every chapter with papermill, time it, build the HTML book, check it.
 
     python -m nblib.book run  --budget toy     # the main job (`make book`)
+    python -m nblib.book run  --budget-file examples/toy-own-data.toml --set n_boot=50   # `make book BUDGET_FILE=...`
     python -m nblib.book test                  # smoke chapters + nbval-lax + book check (`make test`)
     python -m nblib.book run --jobs 2          # two chapters at a time (`test` runs one per core)
     python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
@@ -11,12 +12,16 @@ listed in the chapter registry (nblib.book.chapters: order, title, part, and who
 reads); `run` and `test` stop before any chapter runs when the two disagree.
 Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
 chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page.
+With a budget file (nblib.book.budget_file) every chapter gets it as its `budget_file`
+parameter (with `--set`s, the file and the sets written as one, `<out>/budget.toml`), its
+figures go to `<out>/figures/`, and the run report names the file and its sha256.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import logging
 import multiprocessing as mp
@@ -35,10 +40,13 @@ import nbformat
 import pandas as pd
 import papermill as pm
 
+from nblib.book.budget_file import BudgetFile
 from nblib.book.chapters import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.book.figures import figure_problems, figures_root, table_problems
 from nblib.book.html import BOOK, build_html, preflight_html
+from nblib.book.plan import budget_source
 from nblib.budgets import get_budget
+from nblib.cli import run_cli
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.provenance import REPO_ROOT, code_version
 
@@ -133,8 +141,9 @@ def prepare_for_book(path: Path, parameters: dict) -> None:
     nb = nbformat.read(str(path), as_version=4)
     shown = {**{c: v for c, v in _defaults(nb).items()}, **parameters}
     code = code_version()
-    banner = (f"\n\n*Built at budget **{shown.get('budget')}**, seed {shown.get('seed', 0)}, git "
-              f"`{code['git'][:7]}`{' + local changes' if code['dirty'] else ''}, {time.strftime('%Y-%m-%d')}.*")
+    banner = (f"\n\n*Built at budget **{shown.get('budget')}**{_file_words(shown.get('budget_file'))}, seed "
+              f"{shown.get('seed', 0)}, git `{code['git'][:7]}`{' + local changes' if code['dirty'] else ''}, "
+              f"{time.strftime('%Y-%m-%d')}.*")
     titled = False
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
@@ -150,6 +159,13 @@ def prepare_for_book(path: Path, parameters: dict) -> None:
             cell.source = "\n".join(lines[:title + 1] + [banner.strip(), ""] + lines[title + 1:])
             titled = True
     nbformat.write(nb, str(path))
+
+
+def _file_words(path) -> str:
+    """", budget file `my.toml` (sha256 0123456789ab)" for a chapter's banner; "" without one."""
+    if not path or not Path(path).is_file():
+        return ""
+    return f" from budget file `{Path(path).name}` (sha256 {hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]})"
 
 
 def _defaults(nb) -> dict:
@@ -202,15 +218,19 @@ def benchmark_summary() -> list[str]:
     return lines
 
 
-def run_report(times: list[dict], budget: str, elapsed: float | None = None, jobs: int = 1) -> str:
+def run_report(times: list[dict], budget: str, elapsed: float | None = None, jobs: int = 1,
+               source: BudgetFile | None = None, chapter_file: BudgetFile | None = None) -> str:
     """Markdown of the 'Run report' page: each chapter's wall time and the machine (and, when
-    chapters ran `jobs` at a time, the `elapsed` wall time of them all)."""
+    chapters ran `jobs` at a time, the `elapsed` wall time of them all); with a budget file
+    (`source`, and `chapter_file` when --set values were folded into a file of their own),
+    the file, its sha256 and the fields it overrides, so every figure names its data."""
     total = sum(t["wall_s"] for t in times)
     code = code_version()
     lines = [
         "# Run report", "",
         f"The book was last executed at the **{budget}** budget on "
         f"{time.strftime('%Y-%m-%d %H:%M')} (git `{code['git'][:10]}`{' + local changes' if code['dirty'] else ''}).",
+        *(source.report_lines(chapter_file) if source else []),
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}.", "",
         "| chapter | status | wall time (s) | wall time (min) |", "|---|---|---:|---:|",
     ]
@@ -402,9 +422,10 @@ def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | Non
 
 
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
-             params: dict | None = None, jobs: int = 1) -> int:
+             params: dict | None = None, jobs: int = 1, source: BudgetFile | None = None) -> int:
     """Execute chapters (`jobs` at a time, `execute_all`), write the timings, build and check
-    the HTML book. Returns an exit code."""
+    the HTML book. Returns an exit code. `source`: a budget file (`budget` is its base); the
+    chapters read it (`chapter_budget_file`) and write their figures under `out_dir`."""
     get_budget(budget)
     if registry_problems(stop=NOT_RUN):
         return 1
@@ -432,11 +453,28 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     stale = sync()
     if stale:
         print(f"[book] regenerated {len(stale)} .ipynb from their .py sources: {', '.join(stale)}")
+    chapter_file = source.for_chapters(out_dir) if source else None
+    if chapter_file:
+        params = {**(params or {}), "budget_file": str(chapter_file.path)}
+    saved_figures = os.environ.get("NBLIB_FIGURES_DIR")
+    if chapter_file and not saved_figures:  # never over the committed toy figures
+        os.environ["NBLIB_FIGURES_DIR"] = str(out_dir / "figures")
+    try:
+        return _run_and_build(budget, out_dir, names, build, params, jobs, source, chapter_file)
+    finally:
+        if chapter_file and not saved_figures:
+            os.environ.pop("NBLIB_FIGURES_DIR", None)
+
+
+def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, params: dict | None, jobs: int,
+                   source: BudgetFile | None, chapter_file: BudgetFile | None) -> int:
+    """run_book's work once everything is checked: the chapters, their timings, the book."""
     t0 = time.time()
     times = execute_all(names, budget, out_dir, params, jobs=jobs)
     elapsed = round(time.time() - t0, 1)
-    atomic_write_json(out_dir / "chapter_times.json", {"budget": budget, "chapters": times, "total_s": elapsed,
-                                                       "jobs": jobs, "code": code_version()})
+    atomic_write_json(out_dir / "chapter_times.json", {
+        "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code_version(),
+        **({"budget_file": chapter_file.record(), "budget_file_given": source.record()} if source else {})})
     print("[book] chapter wall times:")
     for t in times:
         print(f"  {t['chapter']:<22} {t['status']:<7} {t['wall_s']:>8.1f} s")
@@ -447,7 +485,7 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     for t in failed:
         print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
     if build:
-        stage_book(out_dir, run_report(times, budget, elapsed, jobs))
+        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
         problems += browser_check(html, out_dir / "screenshots")
@@ -494,12 +532,21 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
 
 
 def main(argv=None) -> int:
+    """`python -m nblib.book run|test|sync|toc`; a user error (a malformed budget file, an
+    unknown budget) prints one line and exits 2 (nblib.cli)."""
+    return run_cli(_main, argv)
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m nblib.book", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute chapters at a budget and build the book")
-    r.add_argument("--budget", default="toy")
+    r.add_argument("--budget", default=None, help="smoke, toy or full (default toy, or the budget file's base)")
+    r.add_argument("--budget-file", default="", help="a TOML budget file (README, \"Your own data\")")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one budget field, e.g. --set scales.S1.lr=5e-4 (repeatable)")
     r.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
-    r.add_argument("--out", default=None, help="output folder (default: _build/<budget>)")
+    r.add_argument("--out", default=None, help="output folder (default: _build/<budget> or _build/<budget file name>)")
     r.add_argument("--no-build", action="store_true")
     r.add_argument("--jobs", type=int, default=1,
                    help="chapters executed at once (default 1; they share the run store safely)")
@@ -513,9 +560,12 @@ def main(argv=None) -> int:
     c.add_argument("--check", action="store_true", help="only report whether myst.yml's toc is stale")
     args = ap.parse_args(argv)
     if args.cmd == "run":
-        out = Path(args.out) if args.out else REPO_ROOT / "_build" / args.budget
+        source = budget_source(args.budget, args.budget_file, args.set)  # checked before any chapter runs
+        budget = source.base if source else args.budget or "toy"
+        folder = Path(args.budget_file).stem if args.budget_file else budget
+        out = Path(args.out) if args.out else REPO_ROOT / "_build" / folder
         names = [c.strip() for c in args.chapters.split(",") if c.strip()] or None
-        return run_book(args.budget, out, names, build=not args.no_build, jobs=book_jobs(args.jobs))
+        return run_book(budget, out, names, build=not args.no_build, jobs=book_jobs(args.jobs), source=source)
     if args.cmd == "test":
         return test_book(Path(args.out), jobs=args.jobs)
     if registry_problems():

@@ -2,33 +2,64 @@
 store, time itself, and save figures under figures/<chapter>/.
 
     ch = Chapter("04_constant_last4", budget=budget, seed=seed, run_root=run_root, scale=scale)
+    ch = Chapter("03_scaling_law", budget_file="my.toml")   # a budget file (README, "Your own data")
     ...
     ch.save_figure(fig, "fig04a_observation_rules", runs=[...])
     ch.done()   # prints the chapter's wall time
+
+A budget file's `base` replaces `budget`. Its figures go to `_build/<file name>/figures/`
+(unless $NBLIB_FIGURES_DIR says where), never over the committed toy figures, and every
+run manifest and figure manifest written from the chapter names the file and its sha256.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 from IPython.display import Image, display
 from markdown_it import MarkdownIt
 
+from nblib.book.budget_file import read_budget_file
 from nblib.book.figures import save_figure, save_table
+from nblib.book.own_data import own_data
 from nblib.book.plan import require_inputs
 from nblib.budgets import BudgetError, check_scale, get_budget
+from nblib.store.provenance import REPO_ROOT, set_budget_file
 from nblib.store.runstore import RunStore
 
 _MD = MarkdownIt("commonmark").enable("table")
 
 
+_FIGURES_SET_HERE: list = []  # the $NBLIB_FIGURES_DIR a budget file's chapter set in this process
+
+
+def _budget_file_figures(path) -> None:
+    """A budget file's figures go to `_build/<file name>/figures/` unless $NBLIB_FIGURES_DIR
+    names a folder, so the committed toy figures stay the toy's; a later chapter without a
+    file in the same process writes where it would have."""
+    env = os.environ.get("NBLIB_FIGURES_DIR")
+    if _FIGURES_SET_HERE and env == _FIGURES_SET_HERE[-1]:
+        os.environ.pop("NBLIB_FIGURES_DIR")
+        env = None
+    _FIGURES_SET_HERE.clear()
+    if path is not None and not env:
+        os.environ["NBLIB_FIGURES_DIR"] = str(REPO_ROOT / "_build" / Path(path).stem / "figures")
+        _FIGURES_SET_HERE.append(os.environ["NBLIB_FIGURES_DIR"])
+
+
 class Chapter:
     def __init__(self, name: str, budget: str = "toy", seed: int = 0, run_root: str | None = None,
-                 scale: str | None = None, allowed_scales=None, n_boot: int | None = None, **params):
+                 scale: str | None = None, allowed_scales=None, n_boot: int | None = None, budget_file: str = "",
+                 **params):
         self.name = name
-        self.budget = get_budget(budget)  # raises BudgetError listing smoke, toy, full
-        require_inputs(self.budget, name)  # every missing input at once, before any work
+        # a malformed budget file raises BudgetError naming the key and what is allowed
+        self.budget_file = read_budget_file(budget_file) if budget_file else None
+        # raises BudgetError listing smoke, toy, full
+        self.budget = self.budget_file.budget if self.budget_file else get_budget(budget)
+        require_inputs(self.budget, name, self.budget_file)  # every missing input at once, before any work
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise BudgetError(f"seed={seed!r} is not allowed; allowed values: integers >= 0")
         self.seed = seed
@@ -43,10 +74,15 @@ class Chapter:
         self.n_boot = n_boot or self.budget.n_boot  # bootstrap refits behind intervals
         self.params = params
         self.store = RunStore(run_root or None)
+        set_budget_file(self.budget_file.record() if self.budget_file else None)  # into every manifest
+        _budget_file_figures(self.budget_file.path if self.budget_file else None)
+        if self.budget_file:
+            self.budget = own_data(self.budget, self.store.root)  # the toy's BPE on the file's corpus, vocabularies
         self.t0 = time.time()
         self.figures: list = []
         print(f"[{name}] budget={self.budget.name} seed={seed}" + (f" scale={scale}" if scale else "")
-              + f" run store={self.store.root}")
+              + (f" budget file={self.budget_file.path} (sha256 {self.budget_file.sha256[:12]})"
+                 if self.budget_file else "") + f" run store={self.store.root}")
 
     def save_figure(self, fig, name: str, runs=(), extra: dict | None = None, show: bool = True) -> None:
         """Save under figures/<chapter>/<name>.png (with provenance) and show that very file,

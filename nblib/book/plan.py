@@ -3,11 +3,14 @@ and how much compute and disk those chapters will take.
 
     python -m nblib.book.plan --budget full                 # `make plan BUDGET=full`; exit 2 if inputs are missing
     python -m nblib.book.plan --budget full --chapters 03_scaling_law,06_models_ab
+    python -m nblib.book.plan --budget-file examples/full-own-data.toml --set workers=4   # `make plan BUDGET_FILE=...`
     require_inputs(get_budget("full"), "03_scaling_law")    # what every chapter calls first
 
 Every missing input is listed at once, each with what it is, where it is expected and how to
-provide it. The compute table counts the training runs each chapter adds (a run is counted
-in the first chapter that trains it): tokens, FLOPs from the models' analytic count
+provide it. With a budget file (nblib.book.budget_file) the plan first shows each field the
+file overrides beside the base budget's value, then the inputs at the file's paths. The
+compute table counts the training runs each chapter adds (a run is counted in the first
+chapter that trains it): tokens, FLOPs from the models' analytic count
 (`flops_per_token`, App. A.3's 6N plus attention), GPU-hours at a stated MFU on a stated GPU,
 and the checkpoint disk the run store will hold.
 """
@@ -15,6 +18,7 @@ and the checkpoint disk the run store will hold.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -23,7 +27,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from nblib.book.budget_file import BudgetFile, read_budget_file
 from nblib.book.chapters import input_chapters
+from nblib.book.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
 from nblib.budgets import Budget, BudgetError, get_budget
 from nblib.cli import run_cli
 from nblib.data.bpe import TOKENIZER_DIR
@@ -55,6 +61,7 @@ class Input:
     what: str
     how: str
     chapters: tuple[str, ...]
+    where: str = "built in"  # what the plan says of an input with no path
 
     @property
     def found(self) -> bool:
@@ -75,19 +82,26 @@ def _spec_path(spec: str) -> Path | None:
     return path if path.is_absolute() else REPO_ROOT / path
 
 
+# How a user names an input of their own (README, "Your own data")
+IN_A_BUDGET_FILE = "or name yours as `{key}` in a budget file (README, \"Your own data\"; examples/)"
+RETRAINED = f"trained on the corpus at first use, pinned in <run store>/{TOKENIZER_FOLDER}/"
+
+
 def inputs(b: Budget) -> list[Input]:
     """Every input of budget `b`, with the chapters that read it (LCCP paper App. A.3-A.4;
-    the Gemma blog's FineWeb-Edu and GPT-2 tokenizer for chapters 6-10)."""
+    the Gemma blog's FineWeb-Edu and GPT-2 tokenizer for chapters 6-10). A base budget's
+    BPE kept over another corpus is trained by the chapter (nblib.book.own_data): not missing."""
+    retrained = retrained_bpe(b)
     out = [
         Input("LCCP corpus", b.corpus, _spec_path(b.corpus),
               "the pre-training and LCCP documents (the paper: a 4K/32K/128K mixture, Table 9-10)",
               "write one JSON object per line with a string `text` field (.jsonl, .jsonl.gz or .jsonl.xz) "
-              "and name it in `corpus` of nblib/budgets.py",
+              "there, " + IN_A_BUDGET_FILE.format(key="corpus"),
               LCCP_CHAPTERS),
-        Input("tokenizer", b.tokenizer, _spec_path(b.tokenizer),
+        Input("tokenizer", b.tokenizer, None if "tokenizer" in retrained else _spec_path(b.tokenizer),
               "the tokenizer of the LCCP runs (the paper: a Llama-3-style 128K vocabulary)",
               "save a Hugging Face `tokenizer.json` there (tokenizers' Tokenizer.save, or the file from a "
-              "model folder)", LCCP_CHAPTERS),
+              "model folder), " + IN_A_BUDGET_FILE.format(key="tokenizer"), LCCP_CHAPTERS, RETRAINED),
     ]
     if b.reference["kind"] == "hf":
         path = Path(b.reference["path"])
@@ -95,16 +109,20 @@ def inputs(b: Budget) -> list[Input]:
                          (path if path.is_absolute() else REPO_ROOT / path) / "config.json",
                          "the causal LM that marks LongPPL's key tokens (the paper: Llama-3.1-8B, §3.1)",
                          "put a Hugging Face model folder there (config.json + safetensors weights + tokenizer); "
-                         "`huggingface-cli download meta-llama/Llama-3.1-8B --local-dir ...` on a machine with access",
+                         "`huggingface-cli download meta-llama/Llama-3.1-8B --local-dir ...` on a machine with access, "
+                         + IN_A_BUDGET_FILE.format(key="reference.path"),
                          LCCP_CHAPTERS))
     if b.pair is not None:
         out += [
             Input("pair corpus", b.pair.corpus, _spec_path(b.pair.corpus),
                   "the pre-training text of Models A and B (the blog: FineWeb-Edu, 9.8B tokens)",
-                  "write FineWeb-Edu (or your corpus) as .jsonl with a `text` field", PAIR_CHAPTERS),
-            Input("pair tokenizer", b.pair.tokenizer, _spec_path(b.pair.tokenizer),
+                  "write FineWeb-Edu (or your corpus) as .jsonl with a `text` field there, "
+                  + IN_A_BUDGET_FILE.format(key="pair.corpus"), PAIR_CHAPTERS),
+            Input("pair tokenizer", b.pair.tokenizer,
+                  None if "pair.tokenizer" in retrained else _spec_path(b.pair.tokenizer),
                   "the GPT-2 tokenizer of Models A and B (50,257 entries)",
-                  "save GPT-2's `tokenizer.json` there (from any GPT-2 model folder)", PAIR_CHAPTERS),
+                  "save GPT-2's `tokenizer.json` there (from any GPT-2 model folder), "
+                  + IN_A_BUDGET_FILE.format(key="pair.tokenizer"), PAIR_CHAPTERS, RETRAINED),
         ]
     return out
 
@@ -115,19 +133,22 @@ def missing_inputs(b: Budget, chapters=None) -> list[Input]:
     return [i for i in inputs(b) if chapters & set(i.chapters) and not i.found]
 
 
-def format_missing(missing: list[Input], b: Budget) -> str:
-    lines = [f"{len(missing)} input(s) of budget {b.name!r} are missing:"]
+def format_missing(missing: list[Input], b: Budget, source: BudgetFile | None = None) -> str:
+    """The list of missing inputs, each with where it is expected and how to provide it."""
+    of = f"budget file {source.path} (base {b.name!r})" if source and source.path else f"budget {b.name!r}"
+    lines = [f"{len(missing)} input(s) of {of} are missing:"]
     for i in missing:
         lines.append(f"  - {i.name}: {i.what}\n      expected at {i.path} (spec {i.spec!r})\n      to provide it: {i.how}")
-    lines.append("Run `make plan BUDGET=%s` to see every input and the compute once they are in place." % b.name)
+    again = f"BUDGET_FILE={source.path}" if source and source.path else f"BUDGET={b.name}"
+    lines.append(f"Run `make plan {again}` to see every input and the compute once they are in place.")
     return "\n".join(lines)
 
 
-def require_inputs(b: Budget, chapter: str) -> None:
+def require_inputs(b: Budget, chapter: str, source: BudgetFile | None = None) -> None:
     """Raise MissingInputsError listing every input `chapter` needs that is missing (chapters call it first)."""
     missing = missing_inputs(b, [chapter])
     if missing:
-        raise MissingInputsError(format_missing(missing, b))
+        raise MissingInputsError(format_missing(missing, b, source))
 
 
 # ---------------------------------------------------------------------------------------
@@ -201,14 +222,42 @@ def visible_gpus() -> list[str]:
             for i in range(torch.cuda.device_count())]
 
 
-def plan_text(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TFLOPS, mfu: float = DEFAULT_MFU) -> str:
-    """The whole plan as text: inputs (found or missing), compute per chapter and in total, GPUs."""
+def overrides_text(source: BudgetFile) -> list[str]:
+    """Lines of the plan naming the budget file and, per field it overrides, the base
+    budget's value beside the file's."""
+    what = (f"budget file {source.path} (sha256 {source.sha256[:12]})" if source.path else "--set")
+    sets = f", --set {' '.join(source.sets)}" if source.sets and source.path else ""
+    lines = [f"Budget: {what}, base {source.base!r}{sets}"]
+    rows = source.rows()
+    if not rows:
+        return lines + ["  no overrides: the base budget as it is"]
+    cells = [(k, _short(old), _short(new)) for k, old, new in rows]
+    w0 = max(len(k) for k, _, _ in cells)
+    w1 = max(len(f"base {source.base}"), *(len(old) for _, old, _ in cells))
+    lines.append(f"  {'field':<{w0}}  {'base ' + source.base:<{w1}}  this file")
+    return lines + [f"  {k:<{w0}}  {old:<{w1}}  {new}" for k, old, new in cells]
+
+
+def _short(v, n: int = 60) -> str:
+    """A value in the overrides table: strings (paths) whole, lists and tables cut at `n`."""
+    if isinstance(v, str):
+        return v
+    text = json.dumps(v, default=str)  # tuples as the file's lists
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def plan_text(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TFLOPS, mfu: float = DEFAULT_MFU,
+              source: BudgetFile | None = None) -> str:
+    """The whole plan as text: the budget file's overrides (when `source` is one), inputs
+    (found or missing), compute per chapter and in total, GPUs."""
     chosen = set(chapters or LCCP_CHAPTERS + PAIR_CHAPTERS)
     lines = [f"Plan for budget {b.name!r}" + (f", chapters {', '.join(sorted(chosen))}" if chapters else "")]
+    if source is not None:
+        lines += [""] + overrides_text(source)
     lines.append("\nInputs:")
     for i in inputs(b):
         if chosen & set(i.chapters):
-            where = "built in" if i.path is None else str(i.path)
+            where = i.where if i.path is None else str(i.path)
             lines.append(f"  [{'found' if i.found else 'MISSING'}] {i.name}: {where}")
     table = compute_table(b, chapters, peak_tflops, mfu)
     if len(table):
@@ -221,26 +270,45 @@ def plan_text(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TFLOPS
     gpus = visible_gpus()
     lines.append("\nGPUs torch sees: " + (", ".join(gpus) if gpus else "none (CPU only)"))
     missing = missing_inputs(b, chosen)
-    lines.append("\n" + (format_missing(missing, b) if missing else "Nothing is missing."))
+    lines.append("\n" + (format_missing(missing, b, source) if missing else "Nothing is missing."))
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     """CLI: print the plan; exit 2 when an input is missing."""
     ap = argparse.ArgumentParser(prog="python -m nblib.book.plan", description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="toy")
+    ap.add_argument("--budget", default=None, help="smoke, toy or full (default toy, or the budget file's base)")
+    ap.add_argument("--budget-file", default="", help="a TOML budget file (README, \"Your own data\")")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one budget field, e.g. --set scales.S1.lr=5e-4 (repeatable)")
     ap.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
     ap.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS, help="per-GPU peak (dense bf16)")
     ap.add_argument("--mfu", type=float, default=DEFAULT_MFU)
     args = ap.parse_args(argv)
-    b = get_budget(args.budget)
+    source = budget_source(args.budget, args.budget_file, args.set)
+    b = own_data(source.budget) if source else get_budget(args.budget or "toy")  # vocabularies; trains nothing
     names = [c.strip() for c in args.chapters.split(",") if c.strip()] or None
     allowed = LCCP_CHAPTERS + PAIR_CHAPTERS + ("01_introduction",)
     for n in names or ():
         if n not in allowed:
             raise BudgetError(f"chapter {n!r} is not allowed; allowed: {', '.join(allowed)}")
-    print(plan_text(b, names, args.peak_tflops, args.mfu))
+    print(plan_text(b, names, args.peak_tflops, args.mfu, source))
     return 2 if missing_inputs(b, names) else 0
+
+
+def budget_source(budget: str | None, budget_file: str = "", sets=()) -> BudgetFile | None:
+    """The budget file of a command line (`--budget-file`, `--set`s over it or over
+    `--budget`), or None for a plain `--budget`. A `--budget` beside a file must be its base."""
+    if budget_file:
+        source = read_budget_file(budget_file, sets)
+        if budget is not None and budget != source.base:
+            raise BudgetError(f"budget={budget!r} is not allowed with budget file {source.path}, whose base is "
+                              f"{source.base!r}; allowed: {source.base!r} or no --budget")
+        return source
+    if sets:
+        return read_budget_file(None, sets, base=budget or "toy")
+    get_budget(budget or "toy")  # raises BudgetError listing smoke, toy, full
+    return None
 
 
 if __name__ == "__main__":

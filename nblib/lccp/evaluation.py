@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from nblib.budgets import Budget, get_budget
+from nblib.budgets import Budget
 from nblib.data import build_test_set, get_corpus, get_tokenizer
 from nblib.lccp import grid
 from nblib.lccp.merge import merge
@@ -138,11 +138,11 @@ class Evaluator:
 _WORKER_EVAL: dict = {}
 
 
-def _eval_job(root: str, budget: str, job: tuple):
+def _eval_job(root: str, budget: Budget, job: tuple):
     torch.set_num_threads(1)
-    key = (root, budget)
+    key = (root, repr(budget))  # the budget itself, not its name: a budget file's may differ from the named one
     if key not in _WORKER_EVAL:
-        _WORKER_EVAL[key] = Evaluator.build(get_budget(budget), RunStore(root))
+        _WORKER_EVAL[key] = Evaluator.build(budget, RunStore(root))
     ev = _WORKER_EVAL[key]
     run_hash, kind, steps, method, kw = job
     run = ev.store.by_hash(run_hash)
@@ -152,9 +152,9 @@ def _eval_job(root: str, budget: str, job: tuple):
 def evaluate_many(ev: Evaluator, jobs: list[tuple], workers: int | None = None, desc: str = "evals") -> list[dict]:
     """Evaluate jobs (run_hash, "raw"|"merged", step or steps, method, kwargs) in parallel."""
     workers = workers or default_workers()
+    _WORKER_EVAL[(str(ev.store.root), repr(ev.budget))] = ev
     if workers == 1 or len(jobs) < 8:
-        return [_eval_job(str(ev.store.root), ev.budget.name, j) for j in tqdm(jobs, desc=desc)]
-    _WORKER_EVAL[(str(ev.store.root), ev.budget.name)] = ev
+        return [_eval_job(str(ev.store.root), ev.budget, j) for j in tqdm(jobs, desc=desc)]
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futs = [pool.submit(_eval_job, str(ev.store.root), ev.budget.name, j) for j in jobs]
+        futs = [pool.submit(_eval_job, str(ev.store.root), ev.budget, j) for j in jobs]
         return [f.result() for f in tqdm(futs, desc=desc)]

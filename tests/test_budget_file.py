@@ -1,0 +1,396 @@
+"""Budget files (nblib.book.budget_file, nblib.book.own_data): a TOML file over a named budget.
+
+Without one every run hash stays what it was (pinned below); a file with only `base` is the
+named budget; an override changes exactly the runs it enters, as the same change made in
+code does; a malformed file is one line and exit 2 before any training; the plan lists the
+inputs a file leaves missing; the toy's BPE is retrained on a user's corpus and pinned; and
+chapter 3 at smoke from a budget file gives the figures the same corpus named in code gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import sysconfig
+from dataclasses import replace
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+
+import subproc
+
+from nblib.book import own_data as O
+from nblib.book import plan as P
+from nblib.book.budget_file import (BudgetFile, apply_overrides, load_budget_file, parse_set, read_budget_file)
+from nblib.budgets import BudgetError, get_budget
+from nblib.data import load_corpus, load_tokenizer
+from nblib.data.bpe import TOKENIZER_DIR, train_bpe
+from nblib.lccp import grid
+from nblib.store.provenance import REPO_ROOT, budget_file_record, code_version, set_budget_file
+
+EXAMPLES = REPO_ROOT / "examples"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _grid_hashes(b) -> list[str]:
+    """Every run hash of chapters 2-4 at budget `b`, in grid order (corpus identity left out)."""
+    with grid.placeholder_corpus():
+        return [c.hash for st in grid.grid_runs(b) for c in st.configs]
+
+
+def _digest(hashes) -> str:
+    return hashlib.sha256(",".join(hashes).encode()).hexdigest()
+
+
+def _corpus(path: Path, n: int = 200) -> Path:
+    """A .jsonl corpus of `n` documents of real text: the interpreter's own standard-library
+    sources (outside the repository), one file a document, in name order."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = [p for p in sorted(root.glob("*.py")) + sorted(root.glob("*/*.py"))
+             if "site-packages" not in p.parts and 500 < p.stat().st_size < 30_000][:n]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for p in files:
+            text = p.read_text(encoding="utf-8", errors="replace")
+            f.write(json.dumps({"id": str(p.relative_to(root)), "text": text}) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------- hashes
+
+# grid.grid_runs' run hashes at each budget before budget files existed (git 3ba6af2):
+# (count, sha256 of the comma-joined hashes, first hash, last hash). A change to a budget's
+# own values in nblib/budgets.py changes them on purpose: recompute them then.
+PINNED = {
+    "smoke": (85, "bc924096973c9c2d73ca7f6c74af8227e87ac50549a65a5c34170be52804a051", "5e907f63d06a21a6",
+              "4dce94937524d95e"),
+    "toy": (85, "95c7b2fe587d3a429b0182eb002a2743250c239121ed96a32aa755d4bb130ad5", "e90dd481eed07ac1",
+            "b4c07e4b13733876"),
+    "full": (200, "44a483b4900edf1c456803873f41995a038788200475654850af3ccc0bff1f5c", "18c96e39e5ded79d",
+             "a4e75dc8cd9bb7de"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_without_a_budget_file_every_run_hash_stays(name):
+    hashes = _grid_hashes(get_budget(name))
+    assert (len(hashes), _digest(hashes), hashes[0], hashes[-1]) == PINNED[name]
+
+
+@pytest.mark.parametrize("name", ["smoke", "toy", "full"])
+def test_a_file_with_only_its_base_is_the_named_budget(tmp_path, name):
+    f = read_budget_file(_write(tmp_path / "b.toml", f'base = "{name}"\n'))
+    assert f.budget is get_budget(name) and f.overrides == {} and f.rows() == []
+    assert _grid_hashes(f.budget) == _grid_hashes(get_budget(name))
+
+
+def test_a_file_with_only_its_base_keeps_the_real_hashes_too(tmp_path):
+    """Not only under the placeholder: the smoke grid and Models A and B, corpus identity included."""
+    from nblib.gemma import pair
+    b = load_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\n'))
+    named = get_budget("smoke")
+    assert [c.hash for st in grid.grid_runs(b) for c in st.configs] == \
+        [c.hash for st in grid.grid_runs(named) for c in st.configs]
+    assert [c.hash for c in pair.part2_configs(b)] == [c.hash for c in pair.part2_configs(named)]
+
+
+# Overrides and the same change made in code (dataclasses.replace on the named budget), and
+# the grid stages whose runs the change enters (reference, short, linear-decay, constant, trajectory).
+SMOKE = get_budget("smoke")
+S1 = SMOKE.scale("S1")
+CHANGES = [
+    ("scales.S1.lr=5e-3", replace(SMOKE, scales={**SMOKE.scales, "S1": replace(S1, lr=5e-3)}), "S1"),
+    ("scales.S1.batch_short=8", replace(SMOKE, scales={**SMOKE.scales, "S1": replace(S1, batch_short=8)}), "S1"),
+    ("scales.S1.model.d_ff=24",
+     replace(SMOKE, scales={**SMOKE.scales, "S1": replace(S1, model={**S1.model, "d_ff": 24})}), "S1"),
+    ("lccp_lr_frac=0.05", replace(SMOKE, lccp_lr_frac=0.05), "lccp"),
+    ("rope_bases=[1e4, 1e6, 1e7]", replace(SMOKE, rope_bases=(1e4, 1e6, 1e7)), "lccp"),
+    ("long_seq_len=32", replace(SMOKE, long_seq_len=32), "long"),
+    ("tokenizer=hf:/elsewhere/tokenizer.json", replace(SMOKE, tokenizer="hf:/elsewhere/tokenizer.json"), "all"),
+    ("corpus=jsonl:/elsewhere/train.jsonl", replace(SMOKE, corpus="jsonl:/elsewhere/train.jsonl"), "all"),
+]
+
+
+def _entered(stage, scale: str, kind: str) -> bool:
+    """Whether a change of `kind` enters the runs of a grid stage (a run config's fields)."""
+    if kind == "all":
+        return True
+    if kind == "S1":  # a scale's own field: its runs, not the reference's or other scales'
+        return scale == "S1"
+    if kind == "lccp":  # LCCP's LR and RoPE base: every LCCP run, no short-stage run, not the reference
+        return stage in ("linear-decay", "constant", "trajectory")
+    return stage != "short"  # the LCCP context: LCCP runs and the reference (trained at it)
+
+
+@pytest.mark.parametrize("setting, in_code, kind", CHANGES, ids=[c[0] for c in CHANGES])
+def test_an_override_changes_exactly_the_runs_it_enters_as_in_code(setting, in_code, kind):
+    b = read_budget_file(None, [setting], base="smoke").budget
+    assert b == in_code
+    with grid.placeholder_corpus():
+        ours, code, named = grid.grid_runs(b), grid.grid_runs(in_code), grid.grid_runs(SMOKE)
+    assert [c.hash for st in ours for c in st.configs] == [c.hash for st in code for c in st.configs]
+    for st, base in zip(ours, named):
+        for c, c0 in zip(st.configs, base.configs):
+            assert (c.hash != c0.hash) == _entered(st.stage, st.scale, kind), (st.what, c.label)
+
+
+def test_tables_lists_and_sets_merge_and_round_trip(tmp_path):
+    path = _write(tmp_path / "b.toml", """base = "toy"
+corpus = "jsonl:data/own.jsonl"
+ds_multiples = [90, 180]
+s5_configs = [[90, 10], [180, 20]]
+[scales.S1]
+lr = 5e-4
+[scales.S1.model]
+d_model = 64
+[longppl]
+n_docs = 10
+""")
+    f = read_budget_file(path, ["scales.S2.lr=1e-3", "scales.S1.lr=2e-4", "notes=my first try"])
+    b, toy = f.budget, get_budget("toy")
+    assert b.corpus == f"jsonl:{tmp_path / 'data' / 'own.jsonl'}"  # relative to the file's folder
+    assert b.ds_multiples == (90, 180) and b.s5_configs == ((90, 10), (180, 20))
+    assert b.scales["S1"].lr == 2e-4 and b.scales["S2"].lr == 1e-3  # --set after the file
+    assert b.scales["S1"].model == {**toy.scales["S1"].model, "d_model": 64}  # merged into the base's model
+    assert b.scales["S3"] is toy.scales["S3"] and b.longppl == replace(toy.longppl, n_docs=10)
+    assert b.notes == "my first try" and b.name == "toy"
+    rows = dict((k, (old, new)) for k, old, new in f.rows())
+    assert rows["scales.S1.model.d_model"] == (32, 64) and rows["longppl.n_docs"] == (96, 10)
+    # the file and its sets written as one file read back to the same Budget
+    one = f.for_chapters(tmp_path / "out")
+    assert one.path == tmp_path / "out" / "budget.toml" and one.sets == () and one.budget == b
+    assert one.sha256 == hashlib.sha256(one.path.read_bytes()).hexdigest() != f.sha256
+
+
+@pytest.mark.parametrize("text, value", [("a.b=5e-4", {"a": {"b": 5e-4}}), ("n=3", {"n": 3}),
+                                         ("x=[90, 180]", {"x": [90, 180]}), ("t=true", {"t": True}),
+                                         ("c=jsonl:/d/t.jsonl", {"c": "jsonl:/d/t.jsonl"}), ('s="a b"', {"s": "a b"})])
+def test_set_reads_toml_values_else_strings(text, value):
+    assert parse_set(text) == value
+
+
+def test_reference_kind_replaces_and_same_kind_merges():
+    toy = get_budget("toy")
+    hf = apply_overrides(toy, {"reference": {"kind": "hf", "path": "/models/ref"}})
+    assert hf.reference == {"kind": "hf", "path": "/models/ref"}
+    more = apply_overrides(toy, {"reference": {"n_tokens": 1000, "copy": {"min_match": 4}}})
+    assert more.reference == {**toy.reference, "n_tokens": 1000, "copy": {**toy.reference["copy"], "min_match": 4}}
+    with pytest.raises(BudgetError, match="reference of kind 'nblib' needs model"):
+        apply_overrides(get_budget("full"), {"reference": {"kind": "nblib", "batch": 4}})
+
+
+# --------------------------------------------------------------------------- malformed files
+
+PLANTED = [
+    ('base = "smoke"\ncorpuz = "jsonl:/x.jsonl"\n', "unknown key 'corpuz' (did you mean 'corpus'?); allowed: "),
+    ('base = "smoke"\nn_constant_seeds = "two"\n', 'n_constant_seeds = "two" is not allowed; allowed: an integer'),
+    ('base = "smoke"\nds_multiples = [-1.8, 5.4, 9]\n',
+     "ds_multiples = [-1.8, 5.4, 9] is not allowed; allowed: a non-empty list of increasing numbers > 0"),
+    ('base = "smoke"\n[scales.S1]\nlr = -1\n', "scales.S1.lr = -1 is not allowed; allowed: a number > 0"),
+    ('base = "smoke"\n[scales.S9]\nlr = 1\n', "unknown key 'scales.S9'"),
+    ('base = "huge"\n', 'base = "huge" is not allowed; allowed: smoke, toy, full'),
+    ('corpus = "jsonl:/x.jsonl"\n', "the key 'base' is missing"),
+    ('base = "smoke"\ncorpus = \n', "is not valid TOML"),
+    ('base = "smoke"\ns5_configs = [[0.4, 0.2]]\n', "Ds = 0.4 is not one of ds_multiples"),
+]
+
+
+@pytest.mark.parametrize("text, says", PLANTED, ids=[p[1][:30] for p in PLANTED])
+def test_a_malformed_file_is_one_error_naming_the_key(tmp_path, text, says):
+    path = _write(tmp_path / "bad.toml", text)
+    with pytest.raises(BudgetError) as e:
+        read_budget_file(path)
+    assert says in str(e.value) and str(e.value).startswith(f"budget file {path}") and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("command", [["nblib.book.plan"], ["nblib.book", "run", "--no-build"]])
+@pytest.mark.parametrize("text, says", PLANTED[:3], ids=["unknown key", "wrong type", "negative multiple"])
+def test_commands_print_one_line_and_exit_2_before_any_training(tmp_path, command, text, says):
+    path = _write(tmp_path / "bad.toml", text)
+    env = {**os.environ, "NBLIB_RUN_ROOT": str(tmp_path / "runs"), "NBLIB_FIGURES_DIR": str(tmp_path / "figures")}
+    r = subproc.run([sys.executable, "-m", *command, "--budget-file", str(path), "--out", str(tmp_path / "out")]
+                    if command[-1] == "--no-build" else [sys.executable, "-m", *command, "--budget-file", str(path)],
+                    capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: budget file") and says in lines[0], r.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_chapter_stops_in_its_setup_cell_on_a_malformed_file(tmp_path):
+    path = _write(tmp_path / "bad.toml", PLANTED[2][0])
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(REPO_ROOT / "notebooks" / "01_introduction.ipynb"), str(tmp_path / "out.ipynb"),
+                            parameters={"budget_file": str(path), "run_root": str(tmp_path / "runs")},
+                            kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False)
+    assert e.value.ename == "BudgetError" and PLANTED[2][1] in e.value.evalue
+    assert not (tmp_path / "runs").exists()
+
+
+# --------------------------------------------------------------------------- the plan
+
+def test_a_missing_corpus_is_in_the_plans_list(tmp_path):
+    absent = tmp_path / "absent" / "train.jsonl"
+    path = _write(tmp_path / "b.toml", f'base = "smoke"\ncorpus = "jsonl:{absent}"\n')
+    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget-file", str(path)], capture_output=True,
+                    text=True, cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"[MISSING] LCCP corpus: {absent}" in r.stdout
+    assert f"1 input(s) of budget file {path} (base 'smoke') are missing" in r.stdout
+    assert re.search(rf"^\s+corpus\s+python-stdlib\s+jsonl:{re.escape(str(absent))}$", r.stdout, re.M), r.stdout
+    with pytest.raises(P.MissingInputsError, match="LCCP corpus"):
+        P.require_inputs(load_budget_file(path), "03_scaling_law")
+
+
+def test_full_own_data_lists_only_the_inputs_the_file_leaves_missing(tmp_path):
+    """The example names all five inputs at its own paths; with three of them pointed (--set)
+    at files that exist, the plan lists only the other two, at the file's paths."""
+    f = read_budget_file(EXAMPLES / "full-own-data.toml")
+    full = get_budget("full")
+    missing = P.missing_inputs(f.budget)
+    assert [i.name for i in missing] == ["LCCP corpus", "tokenizer", "LongPPL reference model", "pair corpus",
+                                         "pair tokenizer"]
+    assert not {str(i.path) for i in missing} & {str(i.path) for i in P.inputs(full)}  # the file's, not the base's
+    corpus, tok, ref = _corpus(tmp_path / "c.jsonl", 20), tmp_path / "tok.json", tmp_path / "ref"
+    shutil.copy(TOKENIZER_DIR / "stdlib-1024.json", tok)
+    ref.mkdir()
+    _write(ref / "config.json", "{}")
+    sets = [f"corpus=jsonl:{corpus}", f"tokenizer=hf:{tok}", f"reference.path={ref}"]
+    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget-file", str(EXAMPLES / "full-own-data.toml"),
+                     *[a for s in sets for a in ("--set", s)]], capture_output=True, text=True, cwd=REPO_ROOT,
+                    timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "2 input(s) of budget file" in r.stdout and "- pair corpus:" in r.stdout and "- pair tokenizer:" in r.stdout
+    assert "- LCCP corpus:" not in r.stdout and f"[found] LCCP corpus: {corpus}" in r.stdout
+    assert "expected at /data/fineweb-edu/train.jsonl" in r.stdout
+    # the vocabulary follows the tokenizer: the compute counts 1,024-entry embeddings
+    b = O.own_data(read_budget_file(EXAMPLES / "full-own-data.toml", sets).budget)
+    assert {spec.model["vocab_size"] for spec in b.scales.values()} == {load_tokenizer(f"hf:{tok}").vocab_size}
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_example_reads(path):
+    f = read_budget_file(path)
+    assert f.rows() and f.base in path.name.split("-")[0]
+
+
+def test_no_path_of_a_users_data_is_in_the_library():
+    """The examples' paths (where a user keeps their data) appear nowhere in nblib/."""
+    paths = {str(v).split(":", 1)[-1] for p in EXAMPLES.glob("*.toml") for _, _, v in read_budget_file(p).rows()
+             if isinstance(v, str) and "/" in v}
+    paths |= {read_budget_file(p).budget.reference.get("path") for p in EXAMPLES.glob("full-*.toml")}
+    assert len(paths) >= 5
+    for src in (REPO_ROOT / "nblib").rglob("*.py"):
+        text = src.read_text()
+        assert not [p for p in paths if p in text], src
+
+
+# --------------------------------------------------------------------------- toy path, provenance
+
+def test_the_toys_bpe_is_trained_on_the_corpus_pinned_and_reused(tmp_path, monkeypatch):
+    spec = f"jsonl:{_corpus(tmp_path / 'c.jsonl', 60)}"
+    folder = tmp_path / "runs" / O.TOKENIZER_FOLDER
+    path = O.pinned_bpe(spec, 300, folder)
+    assert path.parent == folder and path.read_text() == train_bpe(load_corpus(spec), 300)  # a second training
+    assert load_tokenizer(f"hf:{path}").vocab_size == 300
+
+    def no_training(*a, **k):
+        raise AssertionError("retrained a pinned BPE")
+    monkeypatch.setattr(O, "train_bpe", no_training)
+    assert O.pinned_bpe(spec, 300, folder) == path
+    monkeypatch.undo()
+    # a toy budget file with that corpus: the toy's 1,024-entry BPE on it, every vocabulary following
+    toy = get_budget("toy")
+    b = read_budget_file(_write(tmp_path / "t.toml", f'base = "toy"\ncorpus = "{spec}"\n')).budget
+    assert O.retrained_bpe(b) == ["tokenizer"] and P.inputs(b)[1].path is None
+    own = O.own_data(b, tmp_path / "runs")
+    assert own.tokenizer.startswith(f"hf:{folder}/bpe1024-")
+    v = load_tokenizer(own.tokenizer).vocab_size
+    assert 258 <= v <= 1024 and {s.model["vocab_size"] for s in own.scales.values()} == {v}
+    assert own.reference["model"]["vocab_size"] == v and own.pair == toy.pair  # the pair kept its stdlib corpus
+    assert _grid_hashes(own) != _grid_hashes(toy)
+
+
+def test_the_record_reaches_every_manifest_and_child_process(tmp_path, monkeypatch):
+    monkeypatch.delenv("NBLIB_BUDGET_FILE", raising=False)
+    f = read_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\nn_boot = 4\n'))
+    assert "budget_file" not in code_version() and budget_file_record() is None
+    set_budget_file(f.record())
+    try:
+        assert code_version()["budget_file"] == {"path": str(tmp_path / "b.toml"), "sha256": f.sha256, "base": "smoke"}
+        r = subproc.run([sys.executable, "-c", "import json; from nblib.store.provenance import code_version; "
+                         "print(json.dumps(code_version()['budget_file']))"], capture_output=True, text=True,
+                        timeout=120)
+        assert json.loads(r.stdout)["sha256"] == hashlib.sha256((tmp_path / "b.toml").read_bytes()).hexdigest()
+    finally:
+        set_budget_file(None)
+    assert "budget_file" not in code_version()
+
+
+def test_the_run_report_names_the_file_and_its_hash(tmp_path):
+    from nblib.book.build import run_report
+    f = read_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\nn_boot = 4\n'), ["scales.S1.lr=0.005"])
+    one = f.for_chapters(tmp_path)
+    md = run_report([{"chapter": "01_introduction", "status": "ok", "wall_s": 1.0}], "smoke", source=f,
+                    chapter_file=one)
+    assert f"`{tmp_path / 'b.toml'}` (sha256 `{f.sha256}`), base **smoke**" in md
+    assert "`--set scales.S1.lr=0.005`" in md and f"`{one.path}` (sha256 `{one.sha256}`)" in md
+    assert "`n_boot` = `4` (base: `8`)" in md and "`scales.S1.lr` = `0.005` (base: `0.01`)" in md
+    assert "Budget file" not in run_report([], "smoke")
+
+
+# --------------------------------------------------------------------------- a chapter from a file
+
+@pytest.mark.slow
+def test_chapter_3_from_a_budget_file_gives_the_figures_of_the_corpus_named_in_code(tmp_path, monkeypatch):
+    """Chapter 3 at smoke, its corpus a .jsonl outside the repository: once from a budget file
+    (papermill -p budget_file), once with the same corpus set in code in front of the chapter
+    (as an edit of nblib/budgets.py would). Same run store: the second trains nothing new
+    (the same run hashes) and writes byte-identical tables; the file's runs and figures name it."""
+    corpus = _corpus(tmp_path / "own" / "train.jsonl")
+    assert REPO_ROOT not in corpus.parents
+    path = _write(tmp_path / "own.toml", f'base = "smoke"\ncorpus = "jsonl:{corpus}"\n')
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    runs, nb = tmp_path / "runs", REPO_ROOT / "notebooks" / "03_scaling_law.ipynb"
+    monkeypatch.delenv("NBLIB_BUDGET_FILE", raising=False)
+
+    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(tmp_path / "from_file"))
+    pm.execute_notebook(str(nb), str(tmp_path / "from_file.ipynb"), kernel_name="python3", cwd=str(REPO_ROOT),
+                        parameters={"budget": "smoke", "budget_file": str(path), "run_root": str(runs)},
+                        progress_bar=False)
+    trained = sorted(p.name for p in runs.iterdir() if (p / "config.json").exists())
+
+    in_code = nbformat.read(str(nb), as_version=4)
+    at = next(i for i, c in enumerate(in_code.cells) if "parameters" in c.metadata.get("tags", [])) + 1
+    in_code.cells.insert(at, nbformat.v4.new_code_cell(
+        "from dataclasses import replace\nimport nblib.budgets as B\n"
+        f"B._CACHE['smoke'] = replace(B.get_budget('smoke'), corpus={f'jsonl:{corpus}'!r})"))
+    nbformat.write(in_code, str(tmp_path / "in_code_src.ipynb"))
+    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(tmp_path / "in_code"))
+    pm.execute_notebook(str(tmp_path / "in_code_src.ipynb"), str(tmp_path / "in_code.ipynb"), kernel_name="python3",
+                        cwd=str(REPO_ROOT), parameters={"budget": "smoke", "run_root": str(runs)}, progress_bar=False)
+
+    assert sorted(p.name for p in runs.iterdir() if (p / "config.json").exists()) == trained
+    a, b = tmp_path / "from_file" / "03_scaling_law", tmp_path / "in_code" / "03_scaling_law"
+    tables = sorted(p.name for p in a.glob("*.csv"))
+    assert len(tables) >= 8 and tables == sorted(p.name for p in b.glob("*.csv"))
+    for name in tables:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert sorted(p.name for p in a.glob("*.png")) == sorted(p.name for p in b.glob("*.png"))
+    # the record: every run trained from the file, and every figure of the file's chapter, names it
+    manifests = [json.loads((runs / h / "manifest.json").read_text()) for h in trained]
+    assert manifests and all(m["code"]["budget_file"]["sha256"] == sha for m in manifests)
+    fig_a = json.loads((a / "manifest.json").read_text())
+    assert all(e["code"]["budget_file"] == {"path": str(path), "sha256": sha, "base": "smoke"} for e in fig_a.values())
+    assert all("budget_file" not in e["code"] for e in json.loads((b / "manifest.json").read_text()).values())
+    assert isinstance(read_budget_file(path), BudgetFile)
