@@ -197,6 +197,8 @@ ch.save_figure(fig, "fig04b_protocols_s4", runs=all_runs)
 
 # %%
 ch.save_table(ccc, "fig04b_ccc", runs=all_runs)
+# every S1-S4 point under the three protocols (seed by seed; Linear-Decay has one seed)
+ch.save_table(experiments.protocols_table(const, ld), "protocols_s1_s4", runs=all_runs)
 ccc.round(4)
 
 # %% [markdown]
@@ -216,6 +218,7 @@ held = scaling.holdout_evals(table_cl4, {"a": split_a, "b": split_b})
 res_a, res_b = held["a"], held["b"]
 ch.save_table(table_cl4[["scale", "N", "Ds", "Dl", "ds_mult", "dl_mult", "longppl", "shortppl"]],
               "runs_constant_last4", runs=all_runs)  # the fit table, for benchmarks/bench_fit.py
+ch.save_table(experiments.trajectory_protocol_table(tp), f"{scale.lower()}_trajectory", runs=[traj])
 for (tr, te), res in ((split_a, res_a), (split_b, res_b)):  # optima on a bound, or none inside, are said here
     label = f"{tr[0]}-{tr[-1]} → {te[0]}"
     print(res.fit.report(f"{label}: ") or f"{label}: every parameter inside its bounds")
@@ -456,7 +459,11 @@ ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
 # tenth the order becomes the paper's (Linear-Decay best, Last4 at or below Raw on most
 # points), but Constant LongPPL then rises with $D_l$ on this toy, so Last4 stays above
 # Linear-Decay and chapter 3's law stops extrapolating; between 3% and 10% no rate meets
-# both chapters' targets.
+# both chapters' targets. Designs I and J of that table give every query head its own keys and
+# run LCCP at the paper's tenth on the short stage's tokens per step: S5's Constant trajectory
+# then keeps improving to 120 N(S1) (chapter 2's S5 figure), and on J's grid ($D_l$ = 30-50
+# N(S1)) CCC and Last4 <= Raw come close to the paper's, but chapter 3's law fails on those short
+# stages, so the book's grid stays F.
 
 # %%
 ch.done()

@@ -58,12 +58,18 @@ def test_smear_gates_are_the_sigmoid_of_the_logits():
 
 def test_probe_budget_changes_only_the_probed_scale():
     b = get_budget("toy")
-    p = erosion.probe_budget(b, "S4", 0.1, 4, kv_per_head=True)
-    assert p.scale("S4").model["n_kv_heads"] == p.scale("S4").model["n_heads"] == 3
-    assert p.scale("S4").batch_long == 4 and p.lccp_lr_frac == 0.1
+    heads, kv = b.scale("S4").model["n_heads"], b.scale("S4").model["n_kv_heads"]
+    other = heads if kv == 1 else 1  # the layout the grid does not use: one KV head, or one per query head
+    p = erosion.probe_budget(b, "S4", 0.05, 2, n_kv_heads=other)
+    assert p.scale("S4").model["n_kv_heads"] == other and p.scale("S4").model["n_heads"] == heads
+    assert p.scale("S4").batch_long == 2 and p.lccp_lr_frac == 0.05
     assert p.scale("S3") == b.scale("S3") and p.n_tokens("S4", 10) == b.n_tokens("S4", 10)
-    plain = erosion.probe_budget(b, "S4", b.lccp_lr_frac, b.scale("S4").batch_long, kv_per_head=False)
+    # the budget's own design probes the grid's own trajectory (same hash: the store reuses it)
+    plain = erosion.probe_budget(b, "S4", b.lccp_lr_frac, b.scale("S4").batch_long, kv)
     assert erosion.trajectory(plain, "S4", 270, 30).hash == erosion.trajectory(b, "S4", 270, 30).hash
+    assert erosion.trajectory(p, "S4", 270, 30).hash != erosion.trajectory(b, "S4", 270, 30).hash
+    with pytest.raises(ValueError, match="n_kv_heads=2 is not allowed at S4"):
+        erosion.probe_budget(b, "S4", 0.1, 4, n_kv_heads=2)
 
 
 def _record(dl, kv, longppl, far, rerun=0.0):

@@ -106,7 +106,9 @@ def test_each_record_file_has_a_writer_and_a_manifest_that_covers_it(path):
     else:
         n, key = sum(1 for line in text.splitlines() if line.strip()), "lines"
         assert all(json.loads(line) for line in text.splitlines() if line.strip())
-    spans = sorted(tuple(w[key]) for w in m["writes"])
+    # an entry without rows changed columns, not rows (its note says which)
+    assert all(w.get(key) or w.get("note") for w in m["writes"]), f"{path.name}: a write names neither {key} nor a note"
+    spans = sorted(tuple(w[key]) for w in m["writes"] if w.get(key))
     covered = [i for a, b in spans for i in range(a, b + 1)]
     assert covered == list(range(1, n + 1)), f"{path.name}: the manifest's writes cover {spans} of {n} {key}"
     for w in m["writes"]:  # a commit from before manifests, or a command with its provenance
@@ -329,13 +331,23 @@ def test_grid_ladder_reads_last4_share_from_chapter4_output_and_appends_a_row(tm
         f"- Constant-Last4 ≤ Constant-Raw in LongPPL on {share:.1%} of the 72 S1-S4 trajectory points (by scale: S1 0%).\n")
     out = tmp_path / "ladder.csv"
     out.write_text((results.RESULTS / "toy_grid_ladder.csv").read_text())
-    argv = ["--figures", str(build / "figures"), "--design", "I", "--change", "as F, on AVX2", "--measured",
-            "chapters 3-4, fresh store", "--code", "c96e526", "--out", str(out)]
+    (build / "figures" / "04_constant_last4" / "s5_trajectory.csv").write_text(
+        "dl,protocol,longppl,shortppl\n10.0,Last4,9.0,3.0\n10.0,Raw,9.5,3.0\n30.0,Last4,7.0,2.5\n"
+        "30.0,Raw,7.2,2.5\n120.0,Last4,6.0,2.0\n120.0,Raw,6.3,2.0\n")
+    before = pd.read_csv(out)["design"].tolist()
+    argv = ["--figures", str(build / "figures"), "--design", "X", "--change", "as F, on AVX2", "--measured",
+            "chapters 3-4, fresh store", "--code", "c96e526", "--out", str(out), "--out-s5", str(tmp_path / "s5.jsonl"),
+            "--part1-minutes", "55.04"]
     assert grid_ladder.main(argv) == 0
     ladder = grid_ladder_table(pd.read_csv(out)).set_index("design")
-    assert list(ladder.index) == list("ABCDEFGHI")
-    assert ladder.loc["I", "Last4 <= Raw (% of S1-S4 points)"] == 15.3
-    assert ladder.loc["I", "S1-S3 -> S4 R²"] == 0.899 and ladder.loc["I", "code"] == "c96e526"
-    assert results.read_manifest(out)["writes"][-1]["rows"] == [9, 9]
+    assert list(ladder.index) == before + ["X"]
+    assert ladder.loc["X", "Last4 <= Raw (% of S1-S4 points)"] == 15.3
+    assert ladder.loc["X", "S1-S3 -> S4 R²"] == 0.899 and ladder.loc["X", "code"] == "c96e526"
+    # the S5 trajectory: Last4 falls monotonically (rho -1), its values at 30 and 120, and its points recorded
+    assert ladder.loc["X", "S5 Last4 rho(Dl, LongPPL)"] == -1.0 and ladder.loc["X", "Part 1 min"] == 55.0
+    assert ladder.loc["X", "S5 Last4 LongPPL at 30"] == 7.0 and ladder.loc["X", "S5 Last4 LongPPL at 120"] == 6.0
+    s5 = pd.read_json(tmp_path / "s5.jsonl", lines=True)
+    assert set(s5.design) == {"X"} and len(s5) == 6
+    assert results.read_manifest(out)["writes"][-1]["rows"] == [len(before) + 1] * 2
     with pytest.raises(SystemExit, match="already"):
         grid_ladder.main(argv)

@@ -183,6 +183,36 @@ def constant_last4_fit_table(ev: Evaluator, const: pd.DataFrame, traj: Run, scal
     return pd.concat([cl4[cl4.scale.isin(fit_scales)], tl4], ignore_index=True), tp
 
 
+
+PROTOCOL_NAMES = {"raw": "Raw", "last4": "Last4", "ld": "LD"}
+
+
+def trajectory_protocol_table(tp: pd.DataFrame) -> pd.DataFrame:
+    """The long trajectory's Raw and Last4 points (§4.2, Fig. 5 right, Fig. 6) as columns
+    dl (in the budget's unit N(S1) or N), protocol (Raw | Last4), longppl, shortppl."""
+    t = tp[tp.rule.isin(["raw", "last4"])]
+    return (pd.DataFrame({"dl": t.dl_mult.astype(float), "protocol": t.rule.map(PROTOCOL_NAMES),
+                          "longppl": t.longppl, "shortppl": t.shortppl})
+            .sort_values(["protocol", "dl"]).reset_index(drop=True))
+
+
+def protocols_table(const: pd.DataFrame, ld: pd.DataFrame, scales=("S1", "S2", "S3", "S4")) -> pd.DataFrame:
+    """Every S1-S4 grid point under the three protocols of §4.1 (Constant-Raw, Constant-Last4,
+    Linear-Decay): columns scale, Ds, Dl (the grid's multiples), seed (Linear-Decay: 0),
+    protocol (Raw | Last4 | LD), longppl, shortppl. Each protocol has the same (scale, Ds, Dl)."""
+    c = const[const.scale.isin(scales)]
+    l_ = ld[ld.scale.isin(scales)]
+    out = pd.concat([
+        pd.DataFrame({"scale": c.scale, "Ds": c.ds_mult, "Dl": c.dl_mult, "seed": c.seed.astype(int),
+                      "protocol": c.rule.map(PROTOCOL_NAMES), "longppl": c.longppl, "shortppl": c.shortppl}),
+        pd.DataFrame({"scale": l_.scale, "Ds": l_.ds_mult, "Dl": l_.dl_mult, "seed": 0, "protocol": "LD",
+                      "longppl": l_.longppl, "shortppl": l_.shortppl})], ignore_index=True)
+    keys = {p: set(map(tuple, g[["scale", "Ds", "Dl"]].to_numpy())) for p, g in out.groupby("protocol")}
+    if len({frozenset(k) for k in keys.values()}) > 1:
+        raise ValueError(f"protocols cover different (scale, Ds, Dl) points: "
+                         f"{ {p: len(k) for p, k in keys.items()} }")
+    return out.sort_values(["scale", "Ds", "Dl", "protocol", "seed"]).reset_index(drop=True)
+
 # ---------------------------------------------------------------------------------------
 # Chapter 2: setup tables (Table 1, Tables 5-7, Table 9)
 # ---------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ The paper's constant-LR LCCP keeps improving LongPPL to 120N (§4.2, Fig. 6). On
 the paper's LCCP LR (a tenth of the short stage's, App. A.3), LongPPL bottoms out after some
 tens of N(S1) and rises again while ShortPPL keeps falling. This probe follows one Constant
 trajectory (the grid's `lccp_constant` config at `--lr-frac` of the short LR, with
-`--batch-long` sequences per step and optionally one KV head per query head in both stages)
+`--batch-long` sequences per step and `--kv-heads` KV heads at the probed scale, in both stages)
 and, at each checkpoint, measures what the rise could be made of:
 
 - attention mass by distance: for every (layer, head), the share of attention that queries
@@ -18,7 +18,7 @@ and, at each checkpoint, measures what the rise could be made of:
 One JSON line per (trajectory, checkpoint) goes to data/probes/toy_erosion_probe.jsonl. It
 trains what the store lacks (the reference first, as chapter 2 does).
 
-    python -m nblib.probes erosion --scale S4 --kv-per-head 0 1 --points 0 10 30 60 120
+    python -m nblib.probes erosion --scale S4 --kv-heads 1 3 --points 0 10 30 60 120
 """
 
 from __future__ import annotations
@@ -49,12 +49,15 @@ DISTANCE_BINS = (0, 16, 128, 512)  # lower edges, tokens back: local, near, 2x-4
 COPY_DISTANCES = (128, 256, 512)
 
 
-def probe_budget(b: Budget, scale: str, lr_frac: float, batch_long: int, kv_per_head: bool) -> Budget:
+def probe_budget(b: Budget, scale: str, lr_frac: float, batch_long: int, n_kv_heads: int | None = None) -> Budget:
     """The budget whose `lccp_constant` config is the probed trajectory: LCCP at `lr_frac` of the
-    short LR, `batch_long` sequences per LCCP step and, with `kv_per_head`, one KV head per
-    query head at `scale` (both stages: the short stage is the variant's own)."""
-    if kv_per_head:
-        b = b.with_model(scale, n_kv_heads=b.scale(scale).model["n_heads"])
+    short LR, `batch_long` sequences per LCCP step and `n_kv_heads` KV heads at `scale` (both
+    stages: the short stage is the variant's own; None keeps the budget's)."""
+    heads = b.scale(scale).model["n_heads"]
+    if n_kv_heads is not None and (n_kv_heads < 1 or heads % n_kv_heads):
+        raise ValueError(f"n_kv_heads={n_kv_heads} is not allowed at {scale}: a divisor of its {heads} query heads")
+    if n_kv_heads is not None and n_kv_heads != b.scale(scale).model["n_kv_heads"]:
+        b = b.with_model(scale, n_kv_heads=n_kv_heads)
     return dataclasses.replace(b.with_scale(scale, batch_long=batch_long), lccp_lr_frac=lr_frac)
 
 
@@ -63,9 +66,10 @@ def trajectory(b: Budget, scale: str, ds: float, until: float):
     return grid.lccp_constant(b, scale, ds, until, 0)
 
 
-def middle_texts(b: Budget, n: int, length: int, seed: int = 0) -> list[str]:
-    """`n` held-out texts of `length` tokens cut from the middle of files at least twice that
-    long: the text LCCP trains on, where the evaluation set holds file beginnings (App. A.1)."""
+def middle_texts(b: Budget, n: int, length: int, seed: int = 0, min_n: int = 16) -> list[str]:
+    """Up to `n` held-out texts of `length` tokens cut from the middle of files at least twice
+    that long (ValueError if fewer than `min_n` files are): the text LCCP trains on, where the
+    evaluation set holds file beginnings (App. A.1)."""
     tok = get_tokenizer(b.tokenizer)
     docs = split_documents(list(get_corpus(b.corpus)), "eval", 0.1)
     out = []
@@ -74,8 +78,9 @@ def middle_texts(b: Budget, n: int, length: int, seed: int = 0) -> list[str]:
         if len(ids) >= 2 * length:
             a = len(ids) // 2 - length // 2
             out.append(d.text[int(off[a, 0]):int(off[a + length - 1, 1])])
-    if len(out) < n:
-        raise ValueError(f"only {len(out)} held-out files have >= {2 * length} tokens; asked for n={n}")
+    if len(out) < min_n:
+        raise ValueError(f"only {len(out)} held-out files have >= {2 * length} tokens; at least min_n={min_n} needed")
+    n = min(n, len(out))
     pick = np.random.default_rng([seed]).permutation(len(out))[:n]
     return [out[i] for i in sorted(pick)]
 
@@ -121,7 +126,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ds", type=float, default=270)
     p.add_argument("--lr-frac", type=float, default=0.1)
     p.add_argument("--batch-long", type=int, default=4)
-    p.add_argument("--kv-per-head", type=int, nargs="+", default=[0, 1], help="0: the budget's KV heads; 1: one per query head")
+    p.add_argument("--kv-heads", type=int, nargs="+", default=None,
+                   help="KV heads at the probed scale, one trajectory each (default: 1 and one per query head)")
     p.add_argument("--points", type=float, nargs="+", default=[0, 10, 30, 60, 120], help="Dl in the budget's unit")
     p.add_argument("--n-windows", type=int, default=16)
     p.add_argument("--run-root", default="runs")
@@ -146,8 +152,9 @@ def main(argv=None) -> int:
     eval_data = {**grid.data_config(base, "long"), "split": "eval"}
     stream = make_stream(eval_data, 0)
     windows = stream.batch(0, a.n_windows)[0]
-    for kv in a.kv_per_head:
-        b = probe_budget(base, a.scale, a.lr_frac, a.batch_long, bool(kv))
+    heads = base.scale(a.scale).model["n_heads"]
+    for kv in a.kv_heads or sorted({1, heads}):
+        b = probe_budget(base, a.scale, a.lr_frac, a.batch_long, kv)
         cfg = trajectory(b, a.scale, ds, max(a.points))
         short = grid.short_stage(b, a.scale)
         t0 = time.time()

@@ -5,7 +5,11 @@ Each row is one design of the whole toy grid run through chapters 3 and 4, with 
 grid-level measures the toy Part 1 is held to: held-out R² of Eq. 1 on both splits
 (LCCP paper Fig. 3), Lin's CCC of Constant-Last4 against Linear-Decay at S4 (Fig. 4b, App. B),
 the share of S1-S4 trajectory points where Last4 is at or below Raw, and Last4's mean gap to
-Linear-Decay at S4.
+Linear-Decay at S4; and, where chapter 4 wrote them, the S5 trajectory's Last4 Spearman ρ
+against Dl with its LongPPL at Dl = 30 and 120 N(S1) (§4.2, Fig. 5 right), the Constant-Last4
+law's held-out R² on S4 and on the S5 trajectory (Table 4's additive row), and Part 1's minutes.
+The S5 trajectory's points themselves (dl, protocol, longppl, shortppl) go to
+toy_grid_ladder_s5.jsonl with the design's letter, so chapter 2 can draw the designs' trajectories.
 
 Rows A-H of data/probes/toy_grid_ladder.csv were read by hand from the outputs of chapters 3
 and 4 at the commit in their `code` column (their manifest lists the commits that added them).
@@ -28,17 +32,23 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from scipy.stats import spearmanr
 
 from nblib.probes import results
 from nblib.store.provenance import REPO_ROOT, code_version
 
-RECORDS = ("toy_grid_ladder.csv",)
+RECORDS = ("toy_grid_ladder.csv", "toy_grid_ladder_s5.jsonl")
 R2 = {"S1-S3 → S4": "S1-S3 -> S4 R²", "S1-S4 → S5": "S1-S4 -> S5 R²"}
 CCC = "CCC Last4 vs LD (S4 LongPPL)"
 LAST4_LE_RAW = "Last4 <= Raw (% of S1-S4 points)"
 GAP = "Last4 - LD (S4 mean LongPPL)"
+S5_RHO = "S5 Last4 rho(Dl, LongPPL)"
+S5_AT = {30: "S5 Last4 LongPPL at 30", 120: "S5 Last4 LongPPL at 120"}
+CL4_R2 = {"held-out S4 R²": "CL4 law S4 R²", "S5 trajectory R²": "CL4 law S5 R²"}
+PART1_MIN = "Part 1 min"
 # the digits the hand-measured rows carry
-DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2}
+DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2, S5_RHO: 3,
+          **{c: 2 for c in S5_AT.values()}, **{c: 3 for c in CL4_R2.values()}, PART1_MIN: 1}
 _LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
 
 
@@ -70,7 +80,26 @@ def design_measures(figures: Path, last4_le_raw: float | None = None) -> dict:
         src = chapter4_output(figures)
         last4_le_raw = last4_le_raw_in(src.read_text()) if src else None
     out[LAST4_LE_RAW] = last4_le_raw
+    out.update(trajectory_measures(figures))
     return {k: None if v is None else round(v, DIGITS[k]) for k, v in out.items()}
+
+
+def trajectory_measures(figures: Path) -> dict:
+    """The S5 trajectory's Last4 ρ(Dl, LongPPL) and its LongPPL at Dl = 30 and 120, and the
+    Constant-Last4 law's two held-out R² (additive), from chapter 4's tables; {} where a
+    design's chapter 4 did not write them."""
+    out = {}
+    traj = figures / "04_constant_last4" / "s5_trajectory.csv"
+    if traj.is_file():
+        t = pd.read_csv(traj)
+        last4 = t[t.protocol == "Last4"].set_index("dl")["longppl"].sort_index()
+        out[S5_RHO] = float(spearmanr(last4.index, last4.to_numpy())[0])
+        out.update({col: float(last4[dl]) for dl, col in S5_AT.items() if dl in last4.index})
+    table4 = figures / "04_constant_last4" / "table04_variant_ablation_cl4.csv"
+    if table4.is_file():
+        row = pd.read_csv(table4).set_index("variant").loc["additive"]
+        out.update({col: float(row[src]) for src, col in CL4_R2.items()})
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -82,8 +111,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--code", default="", help="the commit it ran (default: this checkout's)")
     p.add_argument("--last4-le-raw", type=float, default=None,
                    help="Last4 <= Raw in percent (default: read from chapter 4's output beside --figures)")
+    p.add_argument("--part1-minutes", type=float, default=None, help="Part 1's fresh wall time (chapter_times)")
     p.add_argument("--dry-run", action="store_true", help="print the row, write nothing")
     p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    p.add_argument("--out-s5", default=RECORDS[1], help="the S5 trajectory's record file (JSON lines)")
+    p.add_argument("--no-s5", action="store_true",
+                   help="record no S5 trajectory points (the design shares another design's trajectory)")
     return p
 
 
@@ -95,11 +128,15 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: design {a.design!r} is already in {out}; name a new one")
     code = a.code or code_version()["git"][:7] + (" with local changes" if code_version()["dirty"] else "")
     row = {"design": a.design, "change": a.change, "code": code, **design_measures(Path(a.figures), a.last4_le_raw),
-           "measured": a.measured}
+           PART1_MIN: None if a.part1_minutes is None else round(a.part1_minutes, 1), "measured": a.measured}
     row = {k: (f"{v:.{DIGITS[k]}f}" if k in DIGITS and v is not None else v) for k, v in row.items()}
     print(row)
     if not a.dry_run:
         results.append_csv_row(out, row, module=__spec__.name, argv=argv)
+        traj = Path(a.figures) / "04_constant_last4" / "s5_trajectory.csv"
+        if traj.is_file() and not a.no_s5:
+            points = pd.read_csv(traj).assign(design=a.design)
+            results.append_records(a.out_s5, points.to_dict("records"), module=__spec__.name, argv=argv)
     return 0
 
 
