@@ -447,7 +447,12 @@ ch.save_figure(fig, "toy_erosion_probe")
 # what goes is far attention: the second layer's most far-looking head moves its attention
 # back to the local window, and the copy gain 256 and 512 tokens back falls with it (128 back
 # falls least). With a KV head per query head, that head keeps its far attention and the copy
-# gains at 128 and 256 keep rising to $D_l$ = 120.
+# gains at 128 and 256 keep rising to $D_l$ = 120. A third trajectory
+# (`--kv-heads 3 --expand-kv`) starts LCCP from the shared-key short stage with each layer's KV
+# head copied out to one per query head (`nblib.models.llama.expand_kv_heads`; the copy computes
+# exactly what the shared head did, and LCCP is free to let the copies diverge). It erodes like
+# the shared-key model: the key sets that resist erosion are formed in the short stage, not
+# grown during LCCP.
 #
 # **A reading.** A head that copies from far needs smeared keys matched by content almost
 # without regard to position; a head serving the 97% of tokens whose loss is local wants plain

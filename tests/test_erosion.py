@@ -99,3 +99,41 @@ def test_erosion_table_names_missing_columns():
     with pytest.raises(ValueError, match="lack columns.*longppl_middle"):
         toy_erosion.erosion_table(pd.DataFrame([{k: v for k, v in _record(30, 1, 1, 0).items()
                                                  if k != "longppl_middle"}]))
+
+
+def test_expanding_kv_heads_changes_nothing_the_model_computes():
+    """expand_kv_heads copies each shared KV head for its query heads: the model with a KV head
+    per query head computes the same logits as the grouped one it came from (SDPA's enable_gqa
+    pairing), and the LCCP init applies it when the parent has fewer KV heads."""
+    from nblib.models.llama import expand_kv_heads
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=64, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, rope_base=1e4,
+               max_seq_len=64, tie_embeddings=True, smear_keys=True, head_size=16)
+    small = build_model("llama", cfg).eval()
+    with torch.no_grad():
+        for blk in small.blocks:
+            blk.attn.k_smear.copy_(torch.randn(2))  # distinct smear gates per KV head
+    big = build_model("llama", {**cfg, "n_kv_heads": 4}).eval()
+    big.load_state_dict(expand_kv_heads(small.state_dict(), 2, 4, 16))
+    x = torch.randint(0, 64, (2, 40))
+    with torch.no_grad():
+        ys, yb = small(x), big(x)
+    ys, yb = (ys[0], yb[0]) if isinstance(ys, tuple) else (ys, yb)
+    torch.testing.assert_close(yb, ys)
+    assert not torch.equal(small.state_dict()["blocks.0.attn.k_smear"][0], small.state_dict()["blocks.0.attn.k_smear"][1])
+    with pytest.raises(ValueError, match="n_kv_to=3 is not allowed"):
+        expand_kv_heads(small.state_dict(), 2, 3, 16)
+
+
+def test_expanded_probe_trajectory_starts_from_the_budgets_own_short_stage():
+    b = get_budget("toy")
+    heads, kv = b.scale("S4").model["n_heads"], b.scale("S4").model["n_kv_heads"]
+    other = heads if kv == 1 else 1
+    p = erosion.probe_budget(b, "S4", 0.1, 4, n_kv_heads=other)
+    cfg = erosion.trajectory(p, "S4", 270, 120, short_from=b)
+    own = erosion.trajectory(p, "S4", 270, 120)
+    parent = erosion.grid.short_stage(b, "S4").wsd[270]
+    assert cfg.init["run"] == parent.hash and own.init["run"] != parent.hash
+    assert cfg.model == own.model and cfg.hash != own.hash and cfg.meta["kv_expanded_from"] == kv
+    assert toy_erosion.variant_name(3, 3, 1.0) == "a KV head per query head (3), copied from 1 at LCCP"
+    assert toy_erosion.variant_name(3, 1, float("nan")) == "1 KV head for 3 query heads"

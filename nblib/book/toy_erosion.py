@@ -17,11 +17,21 @@ import pandas as pd
 FAR_BINS = ("128-511", "512+")  # attention beyond the short context (128 tokens at toy)
 
 
-def variant_name(n_heads: int, n_kv_heads: int) -> str:
-    """How a record's head layout is written: "1 KV head" or "a KV head per query head (3)"."""
+def variant_name(n_heads: int, n_kv_heads: int, expanded_from=None) -> str:
+    """How a record's head layout is written: "1 KV head for 3 query heads", "a KV head per
+    query head (3)", or with ", copied from 1 at LCCP" when LCCP started from a short stage
+    with `expanded_from` KV heads (`nblib.models.llama.expand_kv_heads`)."""
     if n_kv_heads == n_heads and n_heads > 1:
-        return f"a KV head per query head ({n_heads})"
-    return f"{n_kv_heads} KV head" + ("s" if n_kv_heads > 1 else "") + f" for {n_heads} query heads"
+        name = f"a KV head per query head ({n_heads})"
+    else:
+        name = f"{n_kv_heads} KV head" + ("s" if n_kv_heads > 1 else "") + f" for {n_heads} query heads"
+    if expanded_from is not None and not (isinstance(expanded_from, float) and np.isnan(expanded_from)):
+        name += f", copied from {int(expanded_from)} at LCCP"
+    return name
+
+
+def _variant(r) -> str:
+    return variant_name(r.n_heads, r.n_kv_heads, getattr(r, "kv_expanded_from", None))
 
 
 def _check(records: pd.DataFrame) -> None:
@@ -49,7 +59,7 @@ def erosion_table(records: pd.DataFrame) -> pd.DataFrame:
     _check(records)
     rows = []
     for r in records.itertuples(index=False):
-        row = {"scale": r.scale, "variant": variant_name(r.n_heads, r.n_kv_heads), "N": int(r.n_params),
+        row = {"scale": r.scale, "variant": _variant(r), "N": int(r.n_params),
                "LCCP LR": f"{r.lr_frac:g} x short", "LCCP batch": f"{r.batch_long} x 1,024", "Dl": float(r.dl),
                "LongPPL (beginnings)": r.longppl, "LongPPL (middles)": r.longppl_middle, "ShortPPL": r.shortppl}
         row.update({f"copy gain @{d}": float(v) for d, v in r.copy_gain.items()})
@@ -70,7 +80,7 @@ def head_distance_table(records: pd.DataFrame) -> pd.DataFrame:
         for a in r.attention:
             for k, v in a.items():
                 if k not in ("layer", "head"):
-                    rows.append({"scale": r.scale, "variant": variant_name(r.n_heads, r.n_kv_heads),
+                    rows.append({"scale": r.scale, "variant": _variant(r),
                                  "Dl": float(r.dl), "layer": a["layer"], "head": a["head"], "bin": k, "share": v})
     return pd.DataFrame(rows).drop_duplicates(["scale", "variant", "Dl", "layer", "head", "bin"], keep="last")
 

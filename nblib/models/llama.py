@@ -169,3 +169,25 @@ class Llama(DecoderLM):
 
     def _embedding_params(self):
         return [self.embed.weight] + ([] if self.lm_head is None else [self.lm_head.weight])
+
+
+def expand_kv_heads(weights: dict, n_kv_from: int, n_kv_to: int, head_dim: int) -> dict:
+    """Llama weights with `n_kv_from` KV heads per layer rewritten for `n_kv_to`: each KV head's
+    key and value rows (and smear logit) repeated for the query heads that shared it, in the
+    order grouped-query attention pairs them (query head h reads KV head h // group, as SDPA's
+    `enable_gqa` does). The expanded model computes exactly what the original did; training
+    then lets the copies diverge. The reverse of the usual GQA conversion by mean-pooling
+    (Ainslie et al. 2023, "GQA", §2.1); used to give LCCP a key set per query head while keeping
+    the short stage's shared keys."""
+    if n_kv_to % n_kv_from:
+        raise ValueError(f"n_kv_to={n_kv_to} is not allowed: a multiple of n_kv_from={n_kv_from}")
+    group = n_kv_to // n_kv_from
+    out = dict(weights)
+    for name, w in weights.items():
+        if name.endswith(("attn.k_proj.weight", "attn.v_proj.weight")):
+            if w.shape[0] != n_kv_from * head_dim:
+                raise ValueError(f"{name} has {w.shape[0]} rows; expected n_kv_from * head_dim = {n_kv_from * head_dim}")
+            out[name] = w.view(n_kv_from, head_dim, -1).repeat_interleave(group, 0).reshape(n_kv_to * head_dim, -1)
+        elif name.endswith("attn.k_smear"):
+            out[name] = w.repeat_interleave(group, 0)
+    return out

@@ -61,9 +61,16 @@ def probe_budget(b: Budget, scale: str, lr_frac: float, batch_long: int, n_kv_he
     return dataclasses.replace(b.with_scale(scale, batch_long=batch_long), lccp_lr_frac=lr_frac)
 
 
-def trajectory(b: Budget, scale: str, ds: float, until: float):
-    """The grid's Constant trajectory at (scale, Ds) to Dl = until, checkpoints every budget spacing."""
-    return grid.lccp_constant(b, scale, ds, until, 0)
+def trajectory(b: Budget, scale: str, ds: float, until: float, short_from: Budget | None = None):
+    """The grid's Constant trajectory at (scale, Ds) to Dl = until, checkpoints every budget
+    spacing; from `short_from`'s short stage when given (its KV heads expanded to `b`'s at the
+    start of LCCP, `nblib.models.llama.expand_kv_heads`), else from `b`'s own."""
+    cfg = grid.lccp_constant(b, scale, ds, until, 0)
+    if short_from is None:
+        return cfg
+    parent = grid.short_stage(short_from, scale).wsd[ds]
+    return dataclasses.replace(cfg, init={**cfg.init, "run": parent.hash, "step": parent.total_steps},
+                               meta={**cfg.meta, "kv_expanded_from": short_from.scale(scale).model["n_kv_heads"]})
 
 
 def middle_texts(b: Budget, n: int, length: int, seed: int = 0, min_n: int = 16) -> list[str]:
@@ -129,6 +136,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-heads", type=int, nargs="+", default=None,
                    help="KV heads at the probed scale, one trajectory each (default: 1 and one per query head)")
     p.add_argument("--points", type=float, nargs="+", default=[0, 10, 30, 60, 120], help="Dl in the budget's unit")
+    p.add_argument("--expand-kv", action="store_true",
+                   help="start every trajectory from the budget's own short stage, its KV heads copied out to "
+                        "--kv-heads at the start of LCCP (instead of a short stage of that layout)")
     p.add_argument("--n-windows", type=int, default=16)
     p.add_argument("--run-root", default="runs")
     p.add_argument("--threads", type=int, default=2)
@@ -155,8 +165,9 @@ def main(argv=None) -> int:
     heads = base.scale(a.scale).model["n_heads"]
     for kv in a.kv_heads or sorted({1, heads}):
         b = probe_budget(base, a.scale, a.lr_frac, a.batch_long, kv)
-        cfg = trajectory(b, a.scale, ds, max(a.points))
-        short = grid.short_stage(b, a.scale)
+        expand = a.expand_kv and kv != base.scale(a.scale).model["n_kv_heads"]
+        cfg = trajectory(b, a.scale, ds, max(a.points), short_from=base if expand else None)
+        short = grid.short_stage(base if expand else b, a.scale)
         t0 = time.time()
         get_or_run_many(store, [short.trunk, short.wsd[ds]], workers=1, progress=False)
         run = get_or_run(store, cfg, progress=True)
@@ -173,6 +184,7 @@ def main(argv=None) -> int:
             with torch.no_grad():
                 rec = checkpoint_record(model, ev, middles, middle_ann, windows, tok)
             rec = {"budget": b.name, "scale": a.scale, "ds_mult": ds, "lr_frac": a.lr_frac,
+                   "kv_expanded_from": base.scale(a.scale).model["n_kv_heads"] if expand else None,
                    "batch_long": a.batch_long, "n_heads": spec.model["n_heads"],
                    "n_kv_heads": spec.model["n_kv_heads"], "n_params": b.n_params(a.scale), "unit": b.unit,
                    "run": cfg.hash, "dl": dl, "step": step, "train_wall_s": round(wall, 1), **rec}

@@ -37,6 +37,7 @@ from nblib.cli import run_cli
 from nblib.data import get_tokenizer, make_stream
 from nblib.errors import UserError
 from nblib.models import build_model
+from nblib.models.llama import expand_kv_heads
 from nblib.store.atomic import append_jsonl, atomic_write_json, open_no_follow
 from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, clean_checkpoint_temporaries,
                                     drop_optimizer_state, list_checkpoints, load_training_state, load_weights, quarantine,
@@ -380,6 +381,17 @@ def _apply_init_rope(model, cfg) -> None:
         model.set_rope_base(float(base))  # ABF: a new RoPE base for the longer stage
 
 
+def _kv_for(weights: dict, parent, cfg, log) -> dict:
+    """The parent's weights with its KV heads copied out to this run's (`expand_kv_heads`) when
+    this run has more of them; otherwise unchanged."""
+    frm, to = parent.config.model.get("n_kv_heads"), cfg.model.get("n_kv_heads")
+    if frm is None or to is None or frm == to:
+        return weights
+    head_dim = cfg.model.get("head_size") or cfg.model["d_model"] // cfg.model["n_heads"]
+    log.info(f"KV heads expanded from {frm} to {to} per layer (each copied for the query heads that shared it)")
+    return expand_kv_heads(weights, frm, to, head_dim)
+
+
 def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]:
     """Start from a parent run: its weights (a new stage) or its full state (a branch).
 
@@ -392,10 +404,11 @@ def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]
         _apply_init_rope(model, cfg)
         avg = cfg.init.get("average_steps")
         if avg:  # a merged start (LCCP paper §5.2-5.3: Constant-Last4 checkpoints extended or fine-tuned)
-            model.load_state_dict(average_weights([load_weights(parent.checkpoint(int(s))) for s in avg]))
+            model.load_state_dict(_kv_for(average_weights([load_weights(parent.checkpoint(int(s))) for s in avg]),
+                                          parent, cfg, log))
             log.info(f"initialised weights from the uniform average of run {parent.hash} steps {list(avg)}")
             return 0, None, None
-        model.load_state_dict(load_weights(ck))
+        model.load_state_dict(_kv_for(load_weights(ck), parent, cfg, log))
         log.info(f"initialised weights from run {parent.hash} step {ck.step}")
         return 0, None, None
     if cfg.init["mode"] == "weights+optimizer":
