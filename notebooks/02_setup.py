@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib.book import findings, toy_design, toy_erosion
+from nblib.book import findings, toy_design, toy_erosion, toy_figures
 from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
 from nblib.budgets import get_budget
@@ -124,8 +124,7 @@ budgets
 from nblib.probes import records
 from nblib.store.provenance import REPO_ROOT
 
-probe_table = findings.toy_probe_table(
-    records("toy_design_probe"))
+probe_table = findings.toy_probe_table(records("toy_design_probe"))
 probe_table.round(3)
 
 # %% [markdown]
@@ -154,34 +153,14 @@ ch.markdown(findings.toy_levers_markdown(probe_table))
 # `data/probes/toy_lr_batch_probe.jsonl`.
 
 # %%
-lr_batch = toy_design.lr_batch_table(
-    records("toy_lr_batch_probe"))
+lr_batch = toy_design.lr_batch_table(records("toy_lr_batch_probe"))
 lr_batch_summary = toy_design.lr_batch_summary(lr_batch)
 ch.save_table(lr_batch_summary, "toy_lr_batch_summary")
 lr_batch_summary.round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-lr-batch-probe
-shapes = list(dict.fromkeys(lr_batch["shape"]))
-near = next(c for c in lr_batch.columns if c.startswith("copy gain @"))
-settings = sorted(set(zip(lr_batch["batch"], lr_batch["LR"])))  # one colour per (batch, LR) in every panel
-fig, axes = plt.subplots(2, len(shapes), figsize=(4.2 * len(shapes), 6.4), squeeze=False, sharey="row")
-for j, shape in enumerate(shapes):
-    for (batch, lr), g in lr_batch[lr_batch["shape"] == shape].groupby(["batch", "LR"]):
-        g = g.sort_values("tokens")
-        style = dict(marker="o", color=f"C{settings.index((batch, lr))}",
-                     label=f"batch {batch} x {g['context'].iloc[0]}, LR {lr:g}")
-        axes[0, j].plot(g["tokens"] / 1e6, g["held-out loss"], **style)
-        axes[1, j].plot(g["tokens"] / 1e6, g[near], **style)
-    axes[0, j].legend(fontsize=7)
-    axes[0, j].set_title(f"{shape}\nN = {lr_batch[lr_batch['shape'] == shape]['N (non-emb.)'].iloc[0]:,}", fontsize=9)
-    axes[1, j].axhline(toy_design.COPY_THRESHOLD, color="grey", lw=0.8, ls="--")
-    axes[1, j].set_xlabel("training tokens (M)")
-axes[0, 0].set_ylabel("held-out loss (nats/token)")
-axes[1, 0].set_ylabel(f"random-segment {near} (nats)")
-fig.suptitle("Short stage at a 128-token context: loss and copying against tokens, per batch and LR", fontsize=10)
-fig.tight_layout()
-ch.save_figure(fig, "toy_lr_batch_probe")
+ch.save_figure(toy_figures.lr_batch_figure(lr_batch), "toy_lr_batch_probe")
 
 # %% [markdown]
 # :::{figure} #cell-lr-batch-probe
@@ -193,8 +172,7 @@ ch.save_figure(fig, "toy_lr_batch_probe")
 # `data/probes/toy_lr_batch_probe.jsonl`.
 # :::
 #
-# What the probes say so far (read from the table and {numref}`fig-lr-batch-probe` above;
-# the dashed line is the 1-nat copy gain the rebuilt toy needs at every scale):
+# What the probes say so far (read from the table and {numref}`fig-lr-batch-probe` above):
 
 # %%
 ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
@@ -209,8 +187,7 @@ ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
 # seeds 0 and 1, d48; 2M short-stage tokens at batch 32 x 128 and LR 1e-2) the same way.
 
 # %%
-lccp_copy = toy_design.lccp_copy_table(
-    records("toy_lccp_copy_probe"))
+lccp_copy = toy_design.lccp_copy_table(records("toy_lccp_copy_probe"))
 ch.save_table(lccp_copy, "toy_lccp_copy_probe")
 lccp_copy.round(3)
 
@@ -247,8 +224,7 @@ ch.markdown(toy_design.ladder_findings(lr_batch_summary, lccp_copy, costs))
 # 32 tokens back within 1M tokens, so one token count sizes every scale.
 
 # %%
-grid_shapes = toy_design.lr_batch_summary(toy_design.lr_batch_table(
-    records("toy_grid_shapes")))
+grid_shapes = toy_design.lr_batch_summary(toy_design.lr_batch_table(records("toy_grid_shapes")))
 ch.save_table(grid_shapes, "toy_grid_shapes")
 grid_shapes.round(3)
 
@@ -261,25 +237,13 @@ grid_shapes.round(3)
 # from the grid's short-stage endpoint at $D_s$ = 270 N(S1) ({numref}`fig-lccp-lr-probe`).
 
 # %%
-lccp_lr = toy_design.lccp_lr_table(
-    records("toy_lccp_lr_probe"))
+lccp_lr = toy_design.lccp_lr_table(records("toy_lccp_lr_probe"))
 ch.save_table(lccp_lr, "toy_lccp_lr_probe")
 ch.markdown(toy_design.lccp_lr_findings(lccp_lr))
 
 # %% tags=["remove-output"]
 #| label: cell-lccp-lr-probe
-lr_scales = sorted(lccp_lr["scale"].unique())
-fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-for (scale, frac), g in lccp_lr.groupby(["scale", "LCCP LR / short LR"]):
-    g = g.sort_values("Dl")
-    style = dict(color=f"C{lr_scales.index(scale)}", ls="-" if frac == b.lccp_lr_frac else "--", marker="o", ms=3)
-    axes[0].plot(g["Dl"], g["LongPPL"], label=f"{scale}, LR x {frac:g}", **style)
-    axes[1].plot(g["Dl"], g["ShortPPL"], **style)
-for ax, name in zip(axes, ("LongPPL", "ShortPPL")):
-    ax.set(xlabel="$D_l$ (units of N(S1))", ylabel=name)
-axes[0].legend(fontsize=7)
-fig.suptitle("Constant LCCP at two learning rates: LongPPL and ShortPPL against $D_l$")
-ch.save_figure(fig, "toy_lccp_lr_probe")
+ch.save_figure(toy_figures.lccp_lr_figure(lccp_lr, b.lccp_lr_frac), "toy_lccp_lr_probe")
 
 # %% [markdown]
 # :::{figure} #cell-lccp-lr-probe
@@ -389,17 +353,13 @@ toy_design.lccp_rate_drops(lccp_rope, 5e7, 270, 10, 30).round(3)
 # %% [markdown]
 # ## What erodes at the paper's LCCP rate
 #
-# At a tenth of the short LR, constant-LR LCCP on designs A-H stops improving LongPPL after
-# some tens of N(S1) and then loses it, while ShortPPL keeps falling. The erosion probe
-# (`python -m nblib.probes erosion --scale S4 --kv-heads 1 3`, records in
-# `data/probes/toy_erosion_probe.jsonl`) follows one Constant trajectory at S4 from the
-# short-stage endpoint at $D_s$ = 270 N(S1), at 10% of the short LR and 4 x 1,024 tokens a step
-# (the short stage's tokens per step, the paper's rule), to $D_l$ = 120, for two head layouts,
-# each with its own short stage: one KV head shared by the three query heads (the grid's) and a
-# KV head per query head. At each checkpoint it measures LongPPL on file beginnings (the
-# evaluation set) and on file middles (what LCCP trains on), the copy gain 128, 256 and 512
-# tokens back, the smear gates, and each head's attention mass by distance (queries in the
-# second half of held-out 1,024-token windows).
+# The erosion probe (`python -m nblib.probes erosion --scale S4 --kv-heads 1 3`) follows one
+# Constant trajectory at S4 from $D_s$ = 270 N(S1), at 10% of the short LR and the short
+# stage's 4 x 1,024 tokens a step (the paper's rule), to $D_l$ = 120, for two head layouts with
+# their own short stages: one KV head shared by the three query heads (the grid's) and a KV head
+# per query head. At each checkpoint it measures LongPPL on file beginnings (the evaluation set)
+# and file middles (what LCCP trains on), the copy gain 128-512 tokens back, the smear gates and
+# each head's attention mass by distance.
 
 # %%
 erosion = toy_erosion.erosion_table(records("toy_erosion_probe"))
@@ -409,26 +369,7 @@ erosion.drop(columns=["LCCP LR", "LCCP batch"]).round(3).set_index(["scale", "va
 
 # %% tags=["remove-output"]
 #| label: cell-erosion-probe
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-for i, (variant, g) in enumerate(erosion.groupby("variant", sort=False)):
-    g = g.sort_values("Dl")
-    style = dict(color=f"C{i}", marker="o", ms=3)
-    axes[0].plot(g["Dl"], g["LongPPL (beginnings)"], label=f"{variant}, beginnings", **style)
-    axes[0].plot(g["Dl"], g["LongPPL (middles)"], ls="--", label=f"{variant}, middles", **style)
-    axes[1].plot(g["Dl"], g["copy gain @256"], label=variant, **style)
-    for layer, ls in (("L1", "-"), ("L0", "--")):
-        axes[2].plot(g["Dl"], g[f"far attention {layer} (best head)"], ls=ls, label=f"{variant}, layer {layer[1]}",
-                     **style)
-axes[0].set(ylabel="LongPPL", yscale="log")
-axes[1].set(ylabel="copy gain 256 back (nats)")
-axes[2].set(ylabel="attention >= 128 back, best head of a layer")
-for ax in axes:
-    ax.set(xlabel="$D_l$ (units of N(S1))")
-axes[0].legend(fontsize=6)
-axes[1].legend(fontsize=7)
-axes[2].legend(fontsize=6)
-fig.suptitle("S4, Constant LCCP at 10% of the short LR: one KV head against a KV head per query head")
-ch.save_figure(fig, "toy_erosion_probe")
+ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 
 # %% [markdown]
 # :::{figure} #cell-erosion-probe
@@ -442,37 +383,25 @@ ch.save_figure(fig, "toy_erosion_probe")
 # :::
 
 # %% [markdown]
-# **What the probe shows.** With one KV head, LongPPL rises on file middles as much as on file
-# beginnings, so the rise is not the evaluation set's kind of text; the smear gates do not move;
-# what goes is far attention: the second layer's most far-looking head moves its attention
-# back to the local window, and the copy gain 256 and 512 tokens back falls with it (128 back
-# falls least). With a KV head per query head, that head keeps its far attention and the copy
-# gains at 128 and 256 keep rising to $D_l$ = 120. A third trajectory
-# (`--kv-heads 3 --expand-kv`) starts LCCP from the shared-key short stage with each layer's KV
-# head copied out to one per query head (`nblib.models.llama.expand_kv_heads`; the copy computes
-# exactly what the shared head did, and LCCP is free to let the copies diverge). It erodes like
-# the shared-key model: the key sets that resist erosion are formed in the short stage, not
-# grown during LCCP.
+# **What the probe shows.** With one KV head, LongPPL rises on file middles as on beginnings
+# (not the evaluation set's kind of text) and the smear gates do not move; what goes is far
+# attention: the second layer's most far-looking head returns to the local window, and the copy
+# gain 256 and 512 back falls with it. With a KV head per query head that head keeps its far
+# attention and the copy gains at 128 and 256 keep rising. A third trajectory (`--expand-kv`)
+# starts LCCP from the shared-key short stage with each KV head copied out to one per query
+# head (`nblib.models.llama.expand_kv_heads`, which computes exactly what the shared head did):
+# it erodes like the shared-key model, so the key sets that resist erosion form in the short
+# stage. One reading: a head that copies from far needs smeared keys matched by content; a head
+# serving the 97% of local tokens wants plain keys and a recency preference; one key set per
+# layer cannot serve both under constant-LR LCCP.
 #
-# **A reading.** A head that copies from far needs smeared keys matched by content almost
-# without regard to position; a head serving the 97% of tokens whose loss is local wants plain
-# keys and a recency preference. With one KV head per layer, the 2-4 query heads of S2-S5
-# share one set of keys and one smear scalar, and constant-LR LCCP trades the first job for the
-# second. With a key set per query head both can live.
-#
-# **The whole grid on that lever (designs I and J of the ladder).** Design I gives every scale
-# a KV head per query head (S1 has a single head already) and the LongPPL reference the same,
-# trains LCCP on the short stage's 4 x 1,024 tokens a step and runs it at the paper's 10% of the
-# short LR; J is I with the paper's last three $D_l$ multiples (30, 40, 50) and Constant
-# checkpoints 2 N(S1) apart. The erosion is gone on S5's 120 N(S1) trajectory (below), and
-# chapter 4's protocol measures move toward the paper's (CCC, Last4 <= Raw), but not everywhere
-# and not for chapter 3: on J's grid Constant LongPPL at S1-S3 still rises from $D_l$ = 30 to
-# 50 while Linear-Decay keeps falling (at S4 it falls), and chapter 3's law breaks on these
-# short stages: large models gain far more from $D_s$ than small ones (an $N \times D_s$
-# interaction the additive Eq. 1 has no term for). At the toy's shared token unit, S5 at
-# $D_s$ = 90 N(S1) has seen about 5 tokens per parameter, the paper's smallest $D_s$ 90. With
-# one KV head the short stages hid this. The grid therefore stays F, and the ladder records I
-# and J with every measure the issue of this chapter holds Part 1 to.
+# **The whole grid on that lever (ladder rows I and J).** I gives every scale and the reference
+# a KV head per query head (S1 has one head already) and runs LCCP at 4 x 1,024 and 10%; J adds
+# $D_l$ = 30, 40, 50 and checkpoints 2 N(S1) apart. S5's trajectory no longer erodes (below) and
+# CCC and Last4 <= Raw move toward the paper's, but on J Constant LongPPL at S1-S3 still rises
+# from $D_l$ = 30 to 50, and chapter 3's law breaks: large models gain far more from $D_s$ than
+# small ones, an $N \times D_s$ interaction Eq. 1 has no term for (at the shared token unit S5
+# sees about 5 tokens per parameter at $D_s$ = 90 N(S1)). The grid therefore stays F.
 
 # %%
 ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]
@@ -480,15 +409,7 @@ ch.save_table(ladder_s5, "toy_grid_ladder_s5")
 
 # %% tags=["remove-output"]
 #| label: cell-ladder-s5
-fig, ax = plt.subplots(figsize=(6.5, 4))
-for i, (design, g) in enumerate(ladder_s5.groupby("design")):
-    for protocol, ls in (("Last4", "-"), ("Raw", ":")):
-        h = g[g.protocol == protocol].sort_values("dl")
-        ax.plot(h.dl, h.longppl, ls=ls, marker="o", ms=3, color=f"C{i}", label=f"design {design}, {protocol}")
-ax.set(xlabel="$D_l$ (units of N(S1))", ylabel="LongPPL", yscale="log",
-       title="S5's Constant trajectory (Ds = 270 N(S1)) by grid design")
-ax.legend(fontsize=8)
-ch.save_figure(fig, "toy_grid_ladder_s5")
+ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder_s5")
 
 # %% [markdown]
 # :::{figure} #cell-ladder-s5
@@ -521,29 +442,14 @@ ch.save_figure(fig, "toy_grid_ladder_s5")
 # bound the cost (about a minute per run) rather than compare step times.
 
 # %%
-smear = toy_design.smear_ablation_table(
-    records("toy_smear_ablation"))
+smear = toy_design.smear_ablation_table(records("toy_smear_ablation"))
 smear_summary = toy_design.smear_ablation_summary(smear)
 ch.save_table(smear_summary, "toy_smear_ablation")
 smear_summary.round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-smear-ablation
-near = next(c for c in smear.columns if c.startswith("copy gain @"))
-smear_shapes = list(dict.fromkeys(smear.sort_values("N (non-emb.)")["shape"]))
-fig, axes = plt.subplots(1, len(smear_shapes), figsize=(4.4 * len(smear_shapes), 3.4), squeeze=False, sharey=True)
-for ax, shape in zip(axes[0], smear_shapes):
-    for (variant, s), g in smear[smear["shape"] == shape].groupby(["variant", "seed"]):
-        g = g.sort_values("tokens")
-        ax.plot(g["tokens"] / 1e6, g[near], marker="o", color="C1" if variant == "smeared" else "0.45",
-                ls="-" if s == 0 else "--", label=f"{variant}, seed {s}")
-    ax.axhline(toy_design.COPY_THRESHOLD, color="grey", lw=0.8, ls=":")
-    ax.set(title=shape, xlabel="training tokens (M)")
-    ax.title.set_fontsize(9)
-    ax.legend(fontsize=7)
-axes[0, 0].set_ylabel(f"random-segment {near} (nats)")
-fig.tight_layout()
-ch.save_figure(fig, "toy_smear_ablation")
+ch.save_figure(toy_figures.smear_ablation_figure(smear), "toy_smear_ablation")
 
 # %% [markdown]
 # :::{figure} #cell-smear-ablation

@@ -41,11 +41,16 @@ def lr_batch_table(records: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def copy_gain_column(table: pd.DataFrame) -> str:
+    """The probe table's random-segment copy gain column (`copy gain @<distance>`, the first)."""
+    return next(c for c in table.columns if c.startswith("copy gain @"))
+
+
 def lr_batch_summary(table: pd.DataFrame, threshold: float = COPY_THRESHOLD) -> pd.DataFrame:
     """Per (shape, batch, LR): the final held-out loss, whether the loss still fell over the
     last half of the tokens, the largest copy gain at a quarter of the context, and the first
     measured step (and tokens) at which that gain reached `threshold` (NaN: never)."""
-    near = next(c for c in table.columns if c.startswith("copy gain @"))
+    near = copy_gain_column(table)
     out = []
     for (shape, n, batch, lr), g in table.groupby(["shape", "N (non-emb.)", "batch", "LR"], sort=True):
         g = g.sort_values("step")
@@ -273,7 +278,7 @@ def smear_ablation_findings(summary: pd.DataFrame, threshold: float = COPY_THRES
     """The ablation's verdict as Markdown bullets, every number read from `smear_ablation_summary`:
     per shape, the plain and the smeared model's copy gain range over seeds at equal tokens, what
     the smear does to the held-out loss, and the range of training wall times."""
-    near = next(c for c in summary.columns if c.startswith("copy gain @"))
+    near = copy_gain_column(summary)
     lines = []
     for shape, g in summary.groupby("shape", sort=False):
         by = {v: h for v, h in g.groupby("variant")}
