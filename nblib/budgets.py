@@ -208,6 +208,10 @@ class Budget:
     # LCCP's starting LR as a fraction of the short stage's stable LR. The paper starts at the
     # 4K stage's terminal LR, a tenth (App. A.3, Table 7); toy measures its own (chapter 2).
     lccp_lr_frac: float = 0.1
+    # LCCP windows (App. A.4, "split into consecutive segments of the target length"): True, a
+    # long document's segments are training sequences of their own (LongMixtureStream aligned);
+    # False, a bucket's pieces are laid end to end and cut, so most windows join two documents.
+    lccp_aligned: bool = False
     # What a token multiple (Ds/N, Dl/N, checkpoint spacing) multiplies: None, each scale's own
     # non-embedding N (the paper's grid, §3.1); a scale name, that scale's N at every scale, so
     # every scale trains on the same token counts (toy: copying sets in after a roughly constant

@@ -114,6 +114,7 @@ CHANGES = [
     ("scales.S1.model.d_ff=24",
      replace(SMOKE, scales={**SMOKE.scales, "S1": replace(S1, model={**S1.model, "d_ff": 24})}), "S1"),
     ("lccp_lr_frac=0.05", replace(SMOKE, lccp_lr_frac=0.05), "lccp"),
+    ("lccp_aligned=true", replace(SMOKE, lccp_aligned=True), "lccp"),
     ("rope_bases=[1e4, 1e6, 1e7]", replace(SMOKE, rope_bases=(1e4, 1e6, 1e7)), "lccp"),
     ("long_seq_len=32", replace(SMOKE, long_seq_len=32), "long"),
     ("tokenizer=hf:/elsewhere/tokenizer.json", replace(SMOKE, tokenizer="hf:/elsewhere/tokenizer.json"), "all"),
@@ -127,7 +128,7 @@ def _entered(stage, scale: str, kind: str) -> bool:
         return True
     if kind == "S1":  # a scale's own field: its runs, not the reference's or other scales'
         return scale == "S1"
-    if kind == "lccp":  # LCCP's LR and RoPE base: every LCCP run, no short-stage run, not the reference
+    if kind == "lccp":  # LCCP's LR, RoPE base, windows: every LCCP run, no short-stage run, not the reference
         return stage in ("linear-decay", "constant", "trajectory")
     return stage != "short"  # the LCCP context: LCCP runs and the reference (trained at it)
 
@@ -196,6 +197,7 @@ PLANTED = [
     ('base = "smoke"\nn_constant_seeds = "two"\n', 'n_constant_seeds = "two" is not allowed; allowed: an integer'),
     ('base = "smoke"\nds_multiples = [-1.8, 5.4, 9]\n',
      "ds_multiples = [-1.8, 5.4, 9] is not allowed; allowed: a non-empty list of increasing numbers > 0"),
+    ('base = "smoke"\nlccp_aligned = "yes"\n', 'lccp_aligned = "yes" is not allowed; allowed: true or false'),
     ('base = "smoke"\n[scales.S1]\nlr = -1\n', "scales.S1.lr = -1 is not allowed; allowed: a number > 0"),
     ('base = "smoke"\n[scales.S9]\nlr = 1\n', "unknown key 'scales.S9'"),
     ('base = "huge"\n', 'base = "huge" is not allowed; allowed: smoke, toy, full'),

@@ -137,3 +137,5 @@ def test_expanded_probe_trajectory_starts_from_the_budgets_own_short_stage():
     assert cfg.model == own.model and cfg.hash != own.hash and cfg.meta["kv_expanded_from"] == kv
     assert toy_erosion.variant_name(3, 3, 1.0) == "a KV head per query head (3), copied from 1 at LCCP"
     assert toy_erosion.variant_name(3, 1, float("nan")) == "1 KV head for 3 query heads"
+    assert toy_erosion.variant_name(3, 1, None, True) == "1 KV head for 3 query heads, aligned windows"
+    assert toy_erosion.variant_name(1, 1, float("nan"), float("nan")) == "one head"

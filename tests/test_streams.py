@@ -230,3 +230,32 @@ def test_too_short_corpus_errors():
         PackedStream(_synthetic([100]), 0)
     with pytest.raises(TypeError, match="TokenDocs"):
         PackedStream([np.arange(10)], 4)
+
+
+def test_aligned_windows_are_whole_segments_each_once_per_epoch():
+    """aligned=True (App. A.4): every full segment of a long document is one sequence, read whole,
+    once per epoch of its bucket; shorter pieces are packed with EOS as in the unaligned stream."""
+    T = 16
+    td = _synthetic([3, 5, 7, 9, 12, 15, 16, 20, 40, 63, 64, 100, 200])
+    s = LongMixtureStream(td, T, seed=3, block=50, aligned=True)
+    assert s.config["aligned"] is True and "aligned" not in LongMixtureStream(td, T, seed=3).config
+    full = {}  # (doc, start) of every full segment -> its tokens
+    for i in range(len(td)):
+        for a, e in segment_spans(int(td.lengths[i]), T):
+            if e - a == T + 1:
+                full[(i, a)] = td.doc(i)[a:e].tolist()
+    seen = []
+    plans = [s.plan(i) for i in range(600)]
+    for n, (b, k) in enumerate(plans):
+        if k >= s._n_windows[b]:  # keep to each bucket's first epoch
+            continue
+        toks, ids = s._sequence(n)
+        if len(set(ids.tolist())) == 1 and td.eos_id not in toks.tolist():
+            matches = [key for key, v in full.items() if key[0] == ids[0] and v == toks.tolist()]
+            assert len(matches) == 1
+            seen.append(matches[0])
+    assert sorted(seen) == sorted(full)  # every full segment exactly once in its bucket's first epoch
+    x1, y1, d1 = s.batch(7, 5)  # deterministic: a second stream gives the same batch
+    x2, y2, d2 = LongMixtureStream(td, T, seed=3, block=50, aligned=True).batch(7, 5)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2) and torch.equal(d1, d2)
+    assert torch.equal(x1[:, 1:], y1[:, :-1])

@@ -94,6 +94,7 @@ RULES = {
     "corpus": CORPUS, "tokenizer": TOKENIZER,
     "lccp_mixture": (lambda v: v in ("lccp_32k", "natural"), "lccp_32k, natural"),
     "ext_mixture": (lambda v: v in ("extension_128k", "natural_128k"), "extension_128k, natural_128k"),
+    "lccp_aligned": (lambda v: isinstance(v, bool), "true or false"),
     "n_boot": (lambda v: v >= 2, "an integer >= 2"),
     "lccp_lr_frac": FRACTION,
     "token_unit": (lambda v: v in SCALES, ", ".join(SCALES)),

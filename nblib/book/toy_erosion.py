@@ -17,21 +17,30 @@ import pandas as pd
 FAR_BINS = ("128-511", "512+")  # attention beyond the short context (128 tokens at toy)
 
 
-def variant_name(n_heads: int, n_kv_heads: int, expanded_from=None) -> str:
+def _given(v) -> bool:
+    return v is not None and not (isinstance(v, float) and np.isnan(v))
+
+
+def variant_name(n_heads: int, n_kv_heads: int, expanded_from=None, aligned=None) -> str:
     """How a record's head layout is written: "1 KV head for 3 query heads", "a KV head per
     query head (3)", or with ", copied from 1 at LCCP" when LCCP started from a short stage
-    with `expanded_from` KV heads (`nblib.models.llama.expand_kv_heads`)."""
+    with `expanded_from` KV heads (`nblib.models.llama.expand_kv_heads`), and ", aligned
+    windows" when LCCP read whole segments of long documents (Budget.lccp_aligned)."""
     if n_kv_heads == n_heads and n_heads > 1:
         name = f"a KV head per query head ({n_heads})"
+    elif n_heads == 1:
+        name = "one head"
     else:
         name = f"{n_kv_heads} KV head" + ("s" if n_kv_heads > 1 else "") + f" for {n_heads} query heads"
-    if expanded_from is not None and not (isinstance(expanded_from, float) and np.isnan(expanded_from)):
+    if _given(expanded_from):
         name += f", copied from {int(expanded_from)} at LCCP"
+    if _given(aligned) and aligned:
+        name += ", aligned windows"
     return name
 
 
 def _variant(r) -> str:
-    return variant_name(r.n_heads, r.n_kv_heads, getattr(r, "kv_expanded_from", None))
+    return variant_name(r.n_heads, r.n_kv_heads, getattr(r, "kv_expanded_from", None), getattr(r, "aligned", None))
 
 
 def _check(records: pd.DataFrame) -> None:

@@ -76,28 +76,30 @@ def smear_ablation_figure(smear: pd.DataFrame):
     return fig
 
 
-def erosion_figure(erosion: pd.DataFrame):
-    """The erosion probe (`toy_erosion.erosion_table`), one colour per head layout: LongPPL on
-    file beginnings and middles, the copy gain 256 back, and each layer's far-attention share."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for i, (variant, g) in enumerate(erosion.groupby("variant", sort=False)):
-        g = g.sort_values("Dl")
-        style = dict(color=f"C{i}", marker="o", ms=3)
-        axes[0].plot(g["Dl"], g["LongPPL (beginnings)"], label=f"{variant}, beginnings", **style)
-        axes[0].plot(g["Dl"], g["LongPPL (middles)"], ls="--", label=f"{variant}, middles", **style)
-        axes[1].plot(g["Dl"], g["copy gain @256"], label=variant, **style)
-        for layer, ls in (("L1", "-"), ("L0", "--")):
-            axes[2].plot(g["Dl"], g[f"far attention {layer} (best head)"], ls=ls, label=f"{variant}, layer {layer[1]}",
-                         **style)
-    axes[0].set(ylabel="LongPPL", yscale="log")
+def erosion_figure(erosion: pd.DataFrame, dl_ref: float = 30):
+    """The erosion probe (`toy_erosion.erosion_table`), one colour per (scale, variant): LongPPL
+    on file beginnings and middles relative to its value at Dl = `dl_ref` (so scales compare),
+    the copy gain 256 back, and the second layer's far-attention share."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    for i, ((scale, variant), g) in enumerate(erosion.groupby(["scale", "variant"], sort=False)):
+        g = g[g["Dl"] > 0].sort_values("Dl")
+        style = dict(color=f"C{i % 10}", marker="o", ms=3)
+        name = f"{scale}, {variant}"
+        for col, ls, part in (("LongPPL (beginnings)", "-", name), ("LongPPL (middles)", "--", None)):
+            ref = g.loc[g["Dl"] == dl_ref, col]
+            if len(ref):
+                axes[0].plot(g["Dl"], g[col] / float(ref.iloc[0]), ls=ls, label=part, **style)
+        axes[1].plot(g["Dl"], g["copy gain @256"], label=name, **style)
+        axes[2].plot(g["Dl"], g["far attention L1 (best head)"], label=name, **style)
+    axes[0].axhline(1.0, color="0.6", lw=0.8)
+    axes[0].set(ylabel=f"LongPPL / LongPPL at $D_l$ = {dl_ref:g} (solid: beginnings, dashed: middles)")
     axes[1].set(ylabel="copy gain 256 back (nats)")
-    axes[2].set(ylabel="attention >= 128 back, best head of a layer")
+    axes[2].set(ylabel="layer 1: attention >= 128 back, best head")
     for ax in axes:
         ax.set(xlabel="$D_l$ (units of N(S1))")
     axes[0].legend(fontsize=6)
-    axes[1].legend(fontsize=7)
-    axes[2].legend(fontsize=6)
-    fig.suptitle("S4, Constant LCCP at 10% of the short LR: one KV head against a KV head per query head")
+    fig.suptitle("Constant LCCP at 10% of the short LR, 4 x 1,024 tokens a step, from $D_s$ = 270 N(S1)")
+    fig.tight_layout()
     return fig
 
 

@@ -96,7 +96,8 @@ def make_stream(data: dict, seed: int):
     data: {"corpus": spec, "tokenizer": spec, "split": "train",
            "stream": "packed" | "long_mixture" | "doc_starts" | "sft",
            "seq_len": T, "mixture": "lccp_32k" | "extension_128k" | "natural" | "natural_128k"
-           (long_mixture only), "copy_fraction": f (optional, CopyMixStream),
+           (long_mixture only), "aligned": True (long_mixture only: a long document's segments are
+           sequences of their own, LongMixtureStream), "copy_fraction": f (optional, CopyMixStream),
            "sft_file": path, "sft_sha256": hex (sft only: the example file and its hash), ...}
     """
     if data["stream"] == "sft":
@@ -141,10 +142,11 @@ def _base_stream(data: dict, seed: int):
     if kind == "doc_starts":
         return DocStartStream(tokens, int(data["seq_len"]), seed=seed)
     if kind == "long_mixture":
-        name, T = data.get("mixture", "lccp_32k"), int(data["seq_len"])
+        name, T, aligned = data.get("mixture", "lccp_32k"), int(data["seq_len"]), bool(data.get("aligned", False))
         if name in NATURAL:
-            return LongMixtureStream(tokens, T, seed=seed, mixture=natural_mixture(tokens, T, NATURAL[name]()))
+            return LongMixtureStream(tokens, T, seed=seed, mixture=natural_mixture(tokens, T, NATURAL[name]()),
+                                     aligned=aligned)
         if name not in MIXTURES:
             raise ValueError(f"mixture {name!r}; allowed: {', '.join([*MIXTURES, *NATURAL])}")
-        return LongMixtureStream(tokens, T, seed=seed, mixture=MIXTURES[name]())
+        return LongMixtureStream(tokens, T, seed=seed, mixture=MIXTURES[name](), aligned=aligned)
     raise ValueError(f"stream {kind!r}; allowed: packed, long_mixture, doc_starts, sft")

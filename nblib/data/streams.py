@@ -14,7 +14,9 @@ long document that the shuffle happens to put into the same sequence share that 
 - LongMixtureStream: LCCP stage (App. A.4). Documents longer than T+1 are split into
   consecutive segments of T+1 tokens with one-token overlap, every segment kept (the last,
   shorter one too). Pieces are bucketed by SOURCE-document length (Table 9), and training
-  sequences are drawn from the buckets by weight.
+  sequences are drawn from the buckets by weight. With `aligned=True` every full segment is
+  one training sequence (App. A.4: "split into consecutive segments of the target length"),
+  and only the shorter pieces are packed together.
 - DocStartStream: long documents only, one per sequence, read from its start (the Gemma
   blog's YaRN fine-tune: "only pages at least 4096 tokens long, one page per sequence").
 """
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 _TAG_PACKED, _TAG_BLOCK, _TAG_BUCKET = 0, 1, 2  # keep the seeded RNG streams apart
 _TAG_DOCSTART = 4
+_TAG_ALIGNED = 5
 
 
 def _check_int(name: str, value, minimum: int) -> int:
@@ -264,10 +267,17 @@ class LongMixtureStream:
     exactly round(weight*block) samples of each bucket (largest remainder) in a seeded random
     order, so realized shares match the weights to 1/block per block. Buckets without documents
     have their weight renormalised away (logged once).
+
+    aligned=False: a bucket's windows are cut from its pieces laid end to end, so a window
+    usually holds the tail of one piece and the head of an unrelated one. aligned=True: each
+    full piece (seq_len+1 tokens, a segment of a long document) is a window of its own, so every
+    position of it sees only its own document; the shorter pieces (document tails, short
+    documents) are laid end to end and cut as before. An epoch of a bucket is its full pieces
+    and its packed windows in one seeded order.
     """
 
     def __init__(self, tokens: TokenDocs, seq_len: int, seed: int = 0, mixture: LengthMixture | None = None,
-                 block: int = 10_000):
+                 block: int = 10_000, aligned: bool = False):
         self.seq_len, self.seed = _check_stream_args(tokens, seq_len, seed)
         self.tokens = tokens
         self.mixture = mixture if mixture is not None else LengthMixture.lccp_32k()
@@ -304,13 +314,26 @@ class LongMixtureStream:
         self.quota = _quotas(self.weights, self.block)  # (n_b,) samples per block
         self._block_plan = lru_cache(maxsize=4)(self._make_block_plan)
         self._epoch = lru_cache(maxsize=16)(self._make_epoch)
+        self.aligned = bool(aligned)
+        if self.aligned:
+            self._full, self._full_doc, self._short, self._n_windows = [], [], [], []
+            for p in self._buckets:
+                full = p.length == self.seq_len + 1
+                self._full.append(p.src[full])
+                self._full_doc.append(p.doc[full])
+                short = _Pieces.build(p.src[~full], p.length[~full], p.doc[~full])
+                self._short.append(short)
+                n_packed = max(1, (short.total - 1) // self.seq_len) if short.total else 0
+                self._n_windows.append(int(full.sum()) + n_packed)
+            self._aligned_epoch = lru_cache(maxsize=16)(self._make_aligned_epoch)
 
     @property
     def config(self) -> dict:
         """What determines the batches, for run configs."""
-        return {"stream": "long_mixture", "seq_len": self.seq_len, "seed": self.seed, "tokens": self.tokens.name,
-                "mixture": self.mixture.name, "edges": list(self.mixture.edges),
-                "weights": list(self.mixture.weights), "block": self.block}
+        out = {"stream": "long_mixture", "seq_len": self.seq_len, "seed": self.seed, "tokens": self.tokens.name,
+               "mixture": self.mixture.name, "edges": list(self.mixture.edges),
+               "weights": list(self.mixture.weights), "block": self.block}
+        return {**out, "aligned": True} if self.aligned else out
 
     def _make_block_plan(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Bucket of each sample in block j and its rank among that bucket's samples in the block."""
@@ -334,8 +357,30 @@ class LongMixtureStream:
         b = int(bucket[r])
         return b, j * int(self.quota[b]) + int(rank[r])
 
+    def _make_aligned_epoch(self, b: int, epoch: int) -> tuple[np.ndarray, _Pieces]:
+        """Window order of bucket b's epoch (full pieces first in index, then packed windows)
+        and that epoch's shuffled short pieces."""
+        rng = np.random.default_rng([self.seed, _TAG_ALIGNED, b, epoch])
+        order = rng.permutation(self._n_windows[b])
+        s = self._short[b]
+        perm = rng.permutation(len(s.length))
+        return order, _Pieces.build(s.src[perm], s.length[perm], s.doc[perm])
+
+    def _aligned_sequence(self, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        epoch, w = divmod(k, self._n_windows[b])
+        order, short = self._aligned_epoch(b, epoch)
+        i, n_full = int(order[w]), len(self._full[b])
+        if i < n_full:  # one segment of one long document, read whole
+            src = int(self._full[b][i])
+            tok = np.asarray(self.tokens.tokens[src:src + self.seq_len + 1]).astype(np.int64)
+            return tok, np.full(self.seq_len + 1, self._full_doc[b][i], dtype=np.int64)
+        pos = ((i - n_full) * self.seq_len + np.arange(self.seq_len + 1)) % short.total
+        return short.gather(self.tokens.tokens, self.tokens.eos_id, pos)
+
     def _sequence(self, sample: int) -> tuple[np.ndarray, np.ndarray]:
         b, k = self.plan(sample)
+        if self.aligned:
+            return self._aligned_sequence(b, k)
         pos = k * self.seq_len + np.arange(self.seq_len + 1)  # positions in the bucket's endless stream
         period = self._buckets[b].total  # one epoch of the bucket: its tokens plus one EOS per piece
         epoch, q = np.divmod(pos, period)

@@ -16,6 +16,7 @@ their own.
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -49,7 +50,8 @@ def data_config(budget: Budget, stage: str) -> dict:
     if stage == "short":
         return {**base, "stream": "packed", "seq_len": budget.short_seq_len}
     if stage == "long":
-        return {**base, "stream": "long_mixture", "seq_len": budget.long_seq_len, "mixture": budget.lccp_mixture}
+        data = {**base, "stream": "long_mixture", "seq_len": budget.long_seq_len, "mixture": budget.lccp_mixture}
+        return {**data, "aligned": True} if budget.lccp_aligned else data  # absent when False: hashes stay
     if stage == "ext":  # App. A.3: the 128K stage isolates packed documents (span-based attention)
         return {**base, "stream": "long_mixture", "seq_len": budget.ext_seq_len, "mixture": budget.ext_mixture,
                 "doc_isolation": True}
@@ -180,8 +182,11 @@ def reference_config(budget: Budget) -> RunConfig:
     ref = budget.reference
     if ref["kind"] != "nblib":
         raise ValueError(f"budget {budget.name} uses an external reference model ({ref}); nothing to train")
+    # The paper's reference is one fixed external model (Llama-3.1-8B, App. A.1): it does not
+    # change with the LCCP window design under study, so it always reads unaligned windows
+    unaligned = dataclasses.replace(budget, lccp_aligned=False)
     return RunConfig(
-        model={"family": "llama", **ref["model"]}, data=data_config(budget, "long"),
+        model={"family": "llama", **ref["model"]}, data=data_config(unaligned, "long"),
         schedule={"kind": "wsd", "lr": ref["lr"], "warmup_steps": ref["warmup_steps"], "decay_frac": 1 / 9,
                   "final_lr_frac": 0.1},
         n_tokens=ref["n_tokens"], batch_size=ref["batch"], seed=0, budget=budget.name, label="LongPPL reference",

@@ -4,7 +4,8 @@ The paper's constant-LR LCCP keeps improving LongPPL to 120N (§4.2, Fig. 6). On
 the paper's LCCP LR (a tenth of the short stage's, App. A.3), LongPPL bottoms out after some
 tens of N(S1) and rises again while ShortPPL keeps falling. This probe follows one Constant
 trajectory (the grid's `lccp_constant` config at `--lr-frac` of the short LR, with
-`--batch-long` sequences per step and `--kv-heads` KV heads at the probed scale, in both stages)
+`--batch-long` sequences per step and `--kv-heads` KV heads at the probed scale, in both stages;
+`--aligned`: LCCP sequences are whole segments of long documents, Budget.lccp_aligned)
 and, at each checkpoint, measures what the rise could be made of:
 
 - attention mass by distance: for every (layer, head), the share of attention that queries
@@ -139,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--expand-kv", action="store_true",
                    help="start every trajectory from the budget's own short stage, its KV heads copied out to "
                         "--kv-heads at the start of LCCP (instead of a short stage of that layout)")
+    p.add_argument("--aligned", action="store_true",
+                   help="LCCP on aligned windows (Budget.lccp_aligned: a long document's segments are sequences "
+                        "of their own, App. A.4) instead of windows cut across pieces")
     p.add_argument("--n-windows", type=int, default=16)
     p.add_argument("--run-root", default="runs")
     p.add_argument("--threads", type=int, default=2)
@@ -165,6 +169,7 @@ def main(argv=None) -> int:
     heads = base.scale(a.scale).model["n_heads"]
     for kv in a.kv_heads or sorted({1, heads}):
         b = probe_budget(base, a.scale, a.lr_frac, a.batch_long, kv)
+        b = dataclasses.replace(b, lccp_aligned=True) if a.aligned else b
         expand = a.expand_kv and kv != base.scale(a.scale).model["n_kv_heads"]
         cfg = trajectory(b, a.scale, ds, max(a.points), short_from=base if expand else None)
         short = grid.short_stage(base if expand else b, a.scale)
@@ -185,7 +190,7 @@ def main(argv=None) -> int:
                 rec = checkpoint_record(model, ev, middles, middle_ann, windows, tok)
             rec = {"budget": b.name, "scale": a.scale, "ds_mult": ds, "lr_frac": a.lr_frac,
                    "kv_expanded_from": base.scale(a.scale).model["n_kv_heads"] if expand else None,
-                   "batch_long": a.batch_long, "n_heads": spec.model["n_heads"],
+                   "batch_long": a.batch_long, **({"aligned": True} if a.aligned else {}), "n_heads": spec.model["n_heads"],
                    "n_kv_heads": spec.model["n_kv_heads"], "n_params": b.n_params(a.scale), "unit": b.unit,
                    "run": cfg.hash, "dl": dl, "step": step, "train_wall_s": round(wall, 1), **rec}
             results.append_record(a.out, rec, module=__spec__.name, argv=argv)

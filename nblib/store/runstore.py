@@ -45,7 +45,7 @@ STREAM_KINDS = ("packed", "long_mixture", "doc_starts", "sft")
 INIT_MODES = ("weights", "continue", "weights+optimizer")
 BUDGET_NAMES = ("smoke", "toy", "full")
 DATA_KEYS = {"corpus": str, "corpus_id": str, "tokenizer": str, "split": str, "stream": str, "seq_len": int,
-             "mixture": str, "doc_isolation": bool, "copy_fraction": float, "copy_len": list, "copy_vocab": int,
+             "mixture": str, "aligned": bool, "doc_isolation": bool, "copy_fraction": float, "copy_len": list, "copy_vocab": int,
              "sft_file": str, "sft_sha256": str}
 SCHEDULE_KEYS = {"kind": str, "lr": float, "warmup_steps": int, "decay_frac": float, "final_lr_frac": float}
 OPTIMIZER_KEYS = {"name": str, "weight_decay": float, "clip": float, "betas": list, "muon_adjust_lr": str}
