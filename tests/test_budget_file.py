@@ -286,6 +286,18 @@ def test_every_example_reads(path):
     assert f.rows() and f.base in path.name.split("-")[0]
 
 
+GRID_DESIGNS = sorted((Path(__file__).parents[1] / "data" / "probes" / "grid_designs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", GRID_DESIGNS, ids=lambda p: p.name)
+def test_every_grid_design_of_the_ladder_reads_and_changes_the_toy(path):
+    """Chapter 2's ladder rows I-L are budget files on the toy; each changes its LCCP runs."""
+    b = load_budget_file(path)
+    assert b.name == "toy" and b.lccp_lr_frac == 0.1 and b != get_budget("toy")
+    with grid.placeholder_corpus():
+        assert grid.long_trajectory(b).hash != grid.long_trajectory(get_budget("toy")).hash
+
+
 def test_no_path_of_a_users_data_is_in_the_library():
     """The examples' paths (where a user keeps their data) appear nowhere in nblib/."""
     paths = {str(v).split(":", 1)[-1] for p in EXAMPLES.glob("*.toml") for _, _, v in read_budget_file(p).rows()
