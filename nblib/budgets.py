@@ -217,6 +217,10 @@ class Budget:
     # every scale trains on the same token counts (toy: copying sets in after a roughly constant
     # number of tokens, whatever the width, so the smallest scale's N sizes the grid).
     token_unit: str | None = None
+    # The tokens one unit stands for, pinned: None, the N of `token_unit` as its shape is now; a
+    # number keeps the grid's token counts when that scale's shape changes (a probe's S1 with
+    # two heads counts in the one-head S1's 23,714).
+    token_unit_tokens: int | None = None
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
 
@@ -237,7 +241,9 @@ class Budget:
 
     def n_tokens(self, scale: str, multiple: float) -> int:
         """Tokens for a budget given as a multiple of the token unit: the scale's own
-        non-embedding N, or the N of the scale named by `token_unit`."""
+        non-embedding N, or the N of the scale named by `token_unit` (`token_unit_tokens` when pinned)."""
+        if self.token_unit and self.token_unit_tokens:
+            return int(round(multiple * self.token_unit_tokens))
         return int(round(multiple * self.n_params(self.token_unit or scale)))
 
     def lccp_lr(self, scale: str) -> float:
@@ -333,7 +339,9 @@ def _full() -> Budget:
         s5_trajectory=PAPER_S5_TRAJECTORY, s5_ckpt_every=1, s5_eval_every=5, s4_pool_ckpt_every=2,
         constant_ckpt_every=1, n_constant_seeds=3,
         corpus="jsonl:data/lccp/train.jsonl", tokenizer="hf:data/tokenizer/tokenizer.json",
-        lccp_mixture="lccp_32k", ext_mixture="extension_128k",
+        # App. A.4: long documents are "split into consecutive segments of the target length",
+        # each segment a 32K sequence of its own
+        lccp_mixture="lccp_32k", lccp_aligned=True, ext_mixture="extension_128k",
         longppl=LongPPLSpec(trunc_len=4096, sliding_window=1024, n_docs=10000, min_doc_len=32768, max_doc_len=40000),
         reference={"kind": "hf", "path": "data/models/Llama-3.1-8B"},
         scales=scales, pair=_pair_full(), n_boot=200,

@@ -29,12 +29,11 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib.book import findings, toy_design, toy_erosion, toy_figures
+from nblib.book import findings, metric_figures, toy_design, toy_erosion, toy_figures
 from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
 from nblib.budgets import get_budget
@@ -317,14 +316,16 @@ design
 # Each row below is one design of the whole toy grid, run through chapters 3 and 4, with the
 # measures the toy Part 1 is held to: held-out $R^2$ of Eq. 1 on both splits (Fig. 3, target
 # 0.8), Lin's CCC of Constant-Last4 against Linear-Decay at S4 (Fig. 4b, target 0.9) and the
-# share of S1-S4 trajectory points where Last4 is at or below Raw (target 85%). `code` names
-# the commit that ran it (with the one setting changed where the design was never committed);
-# an empty cell was not measured. Records: `data/probes/toy_grid_ladder.csv`.
+# share of S1-S4 trajectory points where Last4 is at or below Raw (target 85%); from I on also
+# S5's Constant trajectory (Spearman ρ of Last4 LongPPL against $D_l$, target ≤ -0.8) and the
+# Constant-Last4 law's held-out $R^2$ (Table 4, target 0.8). `code` names the commit that ran it
+# (designs I-L are budget files in `data/probes/grid_designs/`); an empty cell was not
+# measured. Records: `data/probes/toy_grid_ladder.csv`.
 
 # %%
 ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
 ch.save_table(ladder, "toy_grid_ladder")
-ch.markdown(toy_design.grid_ladder_findings(ladder))
+ch.markdown(toy_design.grid_ladder_findings(ladder, {**toy_design.GRID_TARGETS, **toy_design.TRAJECTORY_TARGETS}))
 ladder.drop(columns=["change", "measured"]).set_index("design")
 
 # %% [markdown]
@@ -357,7 +358,8 @@ toy_design.lccp_rate_drops(lccp_rope, 5e7, 270, 10, 30).round(3)
 # Constant trajectory at S4 from $D_s$ = 270 N(S1), at 10% of the short LR and the short
 # stage's 4 x 1,024 tokens a step (the paper's rule), to $D_l$ = 120, for two head layouts with
 # their own short stages: one KV head shared by the three query heads (the grid's) and a KV head
-# per query head. At each checkpoint it measures LongPPL on file beginnings (the evaluation set)
+# per query head; further rows follow S1 and S3, and LCCP on aligned windows (`--aligned`,
+# below). At each checkpoint it measures LongPPL on file beginnings (the evaluation set)
 # and file middles (what LCCP trains on), the copy gain 128-512 tokens back, the smear gates and
 # each head's attention mass by distance.
 
@@ -374,11 +376,11 @@ ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 # %% [markdown]
 # :::{figure} #cell-erosion-probe
 # :label: fig-erosion-probe
-# One Constant LCCP trajectory at S4 per head layout, from $D_s$ = 270 N(S1), at 10% of the
+# One Constant LCCP trajectory per scale and variant, from $D_s$ = 270 N(S1), at 10% of the
 # short LR and 4 x 1,024 tokens a step, seed 0. Left: LongPPL on file beginnings (solid, the
-# evaluation set) and on file middles (dashed). Middle: the random-segment copy gain 256 tokens
-# back. Right: the largest share of attention any head of a layer puts 128 or more tokens back
-# (solid: the second layer, where the copying heads sit; dashed: the first). Records:
+# evaluation set) and on file middles (dashed), each over its value at $D_l$ = 30. Middle: the
+# random-segment copy gain 256 tokens back. Right: the largest share of attention any head of
+# the second layer (where the copying heads sit) puts 128 or more tokens back. Records:
 # `data/probes/toy_erosion_probe.jsonl`.
 # :::
 
@@ -395,13 +397,28 @@ ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 # serving the 97% of local tokens wants plain keys and a recency preference; one key set per
 # layer cannot serve both under constant-LR LCCP.
 #
-# **The whole grid on that lever (ladder rows I and J).** I gives every scale and the reference
-# a KV head per query head (S1 has one head already) and runs LCCP at 4 x 1,024 and 10%; J adds
-# $D_l$ = 30, 40, 50 and checkpoints 2 N(S1) apart. S5's trajectory no longer erodes (below) and
-# CCC and Last4 <= Raw move toward the paper's, but on J Constant LongPPL at S1-S3 still rises
-# from $D_l$ = 30 to 50, and chapter 3's law breaks: large models gain far more from $D_s$ than
-# small ones, an $N \times D_s$ interaction Eq. 1 has no term for (at the shared token unit S5
-# sees about 5 tokens per parameter at $D_s$ = 90 N(S1)). The grid therefore stays F.
+# **Aligned windows.** The toy's LCCP stream laid a bucket's pieces end to end and cut its
+# windows across them, so 97% of the 1,024-token windows joined the tail of one file to the
+# head of an unrelated one, where App. A.4 splits long documents "into consecutive segments of
+# the target length". With `--aligned` (`Budget.lccp_aligned`) each segment is a sequence of
+# its own (95% of the windows hold one file). With one KV head that halves the rise from
+# $D_l$ = 30 to 120 (S1, S4); with a KV head per query head, LongPPL at S3 and S4 falls at
+# every checkpoint after 30. S1 with two heads of 32, a KV head each (`--heads 2`; N 31,908,
+# tokens still counted in the one-head N(S1)), erodes like one head (+28%): at d32 the width
+# binds. What erodes is a narrow or shared key set, and text joining unrelated files feeds it.
+#
+# **The whole grid on that lever (ladder rows I-M).** I gives S2-S5 and the reference a KV head
+# per query head (S1 has one head) and runs LCCP at 4 x 1,024 and 10%; J moves $D_l$ to 30-50
+# with checkpoints 2 N(S1) apart; K is I on aligned windows; L is K on the paper's upper
+# short-stage budgets, $D_s$ = 270-450 N(S1), S5's trajectory from 450 as in the paper; M is L
+# on $D_l$ = 30-50. S5's Constant trajectory keeps improving on all of them (below), and raising
+# $D_s$ (K to L) lifts chapter 3's held-out $R^2$ from 0.43 / 0.73 to 0.61 / 0.86. Two things
+# still break the other targets. At $D_l$ <= 30 LCCP is still progress-limited, so Linear-Decay
+# trails Constant at every scale (K, L). And the scales do not scale alike: on L's chapter 3,
+# S1 and S2 gain at most 0.02 nats of log LongPPL from $D_s$ = 270 to 450 where S4 gains 0.24,
+# and on M, even on aligned windows, their Constant LongPPL rises from $D_l$ = 30 to 50 while
+# S3's and S4's keeps falling: $N \times D_s$ and $N \times D_l$ interactions Eq. 1 has no term
+# for. The grid therefore stays F. (Each design reruns with `make book BUDGET_FILE=...`.)
 
 # %%
 ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]
@@ -415,7 +432,7 @@ ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder
 # :::{figure} #cell-ladder-s5
 # :label: fig-ladder-s5
 # LongPPL along S5's Constant LCCP trajectory of each grid design that recorded it (Last4 solid,
-# Raw dotted; one seed). Design J shares I's trajectory. Records:
+# Raw dotted; one seed). J shares I's trajectory, M shares L's. Records:
 # `data/probes/toy_grid_ladder_s5.jsonl`, written by `python -m nblib.probes grid_ladder`.
 # :::
 
@@ -524,16 +541,8 @@ print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, 
 
 # %% tags=["remove-output"]
 #| label: cell-reference-training
-fig, ax = plt.subplots(figsize=(5, 3))
-if b.reference["kind"] == "nblib":
-    ref_run = ch.store.run(grid.reference_config(b))
-    m = ref_run.metrics()
-    ax.plot(m["tokens"], m["loss"], lw=1)
-    ax.set(xlabel="tokens", ylabel="train loss (nats/token)", title="LongPPL reference model")
-else:
-    ref_run = None
-    ax.text(0.5, 0.5, f"the reference is a pretrained model\n({b.reference['path']})", ha="center",
-            transform=ax.transAxes)
+ref_run = ch.store.run(grid.reference_config(b)) if b.reference["kind"] == "nblib" else None
+fig = metric_figures.reference_training_figure(ref_run.metrics() if ref_run else None, b.reference.get("path"))
 ch.save_figure(fig, "figA1_reference_training", runs=[ref_run] if ref_run else [])
 
 # %% [markdown]
@@ -555,17 +564,7 @@ ch.markdown(format_testset_stats(stats))
 
 # %% tags=["remove-output"]
 #| label: cell-key-tokens
-pt = ev.annotation.per_token()
-fig, ax = plt.subplots(figsize=(6, 4))
-other = ~(pt["long"] | pt["short"])
-ax.scatter(pt["loss_full"][other], pt["delta"][other], s=2, c="0.75", label="other", rasterized=True)
-ax.scatter(pt["loss_full"][pt["short"]], pt["delta"][pt["short"]], s=2, c="tab:blue", label="short key", rasterized=True)
-ax.scatter(pt["loss_full"][pt["long"]], pt["delta"][pt["long"]], s=4, c="tab:red", label="long key", rasterized=True)
-ax.axvline(spec.full_loss_max, ls="--", c="k", lw=0.8)
-ax.axhline(spec.long_delta_min, ls="--", c="tab:red", lw=0.8)
-ax.axhline(spec.short_delta_max, ls="--", c="tab:blue", lw=0.8)
-ax.set(xlabel=r"$\ell^{full}$ (nats)", ylabel=r"$\Delta = \ell^{chunk} - \ell^{full}$", title="Key-token selection")
-ax.legend(markerscale=4, loc="upper right")
+fig = metric_figures.key_token_figure(ev.annotation.per_token(), spec)
 ch.save_figure(fig, "figA1_key_token_selection")
 
 # %% [markdown]

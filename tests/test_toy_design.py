@@ -167,6 +167,26 @@ def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
         grid_ladder_table(recs.drop(columns=[ccc]))
 
 
+
+def test_grid_ladder_reads_upper_bounds_for_the_trajectory_targets():
+    from nblib.book.toy_design import TRAJECTORY_TARGETS, grid_ladder_findings, grid_ladder_table
+
+    rho, cl4a, cl4b = TRAJECTORY_TARGETS
+    recs = pd.DataFrame([{"design": "X", "change": "a", "code": "", "S1-S3 -> S4 R²": 0.9, "S1-S4 -> S5 R²": 0.9,
+                          "CCC Last4 vs LD (S4 LongPPL)": 0.95, "Last4 <= Raw (% of S1-S4 points)": 90.0,
+                          rho: "-0.97", cl4a: 0.85, cl4b: 0.1},
+                         {"design": "Y", "change": "b", "code": "", "S1-S3 -> S4 R²": 0.9, "S1-S4 -> S5 R²": 0.9,
+                          "CCC Last4 vs LD (S4 LongPPL)": 0.95, "Last4 <= Raw (% of S1-S4 points)": 90.0,
+                          rho: "-0.5", cl4a: None, cl4b: 0.2}])
+    text = grid_ladder_findings(grid_ladder_table(recs), TRAJECTORY_TARGETS)
+    assert f"**X** (a): meets {rho}, {cl4a}; misses {cl4b} 0.1 (target 0.8)." in text
+    assert f"**Y** (b): meets none; misses {rho} -0.5 (target ≤ -0.8), {cl4b} 0.2 (target 0.8); not measured: {cl4a}." in text
+    assert f"No design reaches {cl4b} ≥ 0.8: the best is 0.2 (Y)." in text and f"No design reaches {rho}" not in text
+    assert "Every target at once: no design so far." in text
+    recs.loc[0, cl4b] = 0.9
+    assert "Every target at once: X." in grid_ladder_findings(grid_ladder_table(recs), TRAJECTORY_TARGETS)
+
+
 def test_design_table_reads_the_toy_budget_and_the_papers_numbers():
     """The design table's words come from the budgets: the toy's settings, and in the paper
     column the `full` budget's, which are the LCCP paper's (§3.1, App. A.3, Table 1)."""

@@ -98,6 +98,7 @@ RULES = {
     "n_boot": (lambda v: v >= 2, "an integer >= 2"),
     "lccp_lr_frac": FRACTION,
     "token_unit": (lambda v: v in SCALES, ", ".join(SCALES)),
+    "token_unit_tokens": POS_INT,
     **{f"longppl.{k}": POS_INT for k in ("trunc_len", "sliding_window", "n_docs", "min_doc_len", "max_doc_len")},
     "scales.*.batch_short": POS_INT, "scales.*.batch_long": POS_INT, "scales.*.lr": POSITIVE,
     "scales.*.warmup_steps": NONNEG_INT, "scales.*.paper_n_params": POSITIVE,

@@ -333,7 +333,7 @@ def shape_words(b) -> str:
 
 
 def _unit_words(b) -> str:
-    return f"N({b.token_unit}) = {b.n_params(b.token_unit):,} tokens at every scale" if b.token_unit else "each scale's N"
+    return f"N({b.token_unit}) = {b.n_tokens(b.token_unit, 1):,} tokens at every scale" if b.token_unit else "each scale's N"
 
 
 def _contexts(b, fmt) -> str:
@@ -537,6 +537,23 @@ def lccp_rope_findings(table: pd.DataFrame, lr_frac: float, dl_from: float, dl_t
 # share of S1-S4 trajectory points where Last4 is at or below Raw (§4.1).
 GRID_TARGETS = {"S1-S3 -> S4 R²": 0.8, "S1-S4 -> S5 R²": 0.8, "CCC Last4 vs LD (S4 LongPPL)": 0.9,
                 "Last4 <= Raw (% of S1-S4 points)": 85.0}
+# §4.2 and Table 4 at toy: S5's Constant trajectory keeps improving (Spearman rho of Last4
+# LongPPL against Dl at most -0.8) and the Constant-Last4 law extrapolates; ("<=", t) is an upper bound
+TRAJECTORY_TARGETS = {"S5 Last4 rho(Dl, LongPPL)": ("<=", -0.8), "CL4 law S4 R²": 0.8, "CL4 law S5 R²": 0.8}
+
+
+def _target(t) -> tuple[str, float]:
+    return t if isinstance(t, tuple) else (">=", t)
+
+
+def _meets(value: float, t) -> bool:
+    op, bound = _target(t)
+    return value <= bound if op == "<=" else value >= bound
+
+
+def _target_words(t) -> str:
+    op, bound = _target(t)
+    return f"≤ {bound:g}" if op == "<=" else f"{bound:g}"
 
 
 def grid_ladder_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -548,7 +565,7 @@ def grid_ladder_table(records: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise ValueError(f"grid ladder records lack columns {missing}; expected {need}")
     out = records[need + [c for c in records.columns if c not in need]].copy()
-    for c in GRID_TARGETS:
+    for c in [*GRID_TARGETS, *(k for k in TRAJECTORY_TARGETS if k in out.columns)]:
         out[c] = pd.to_numeric(out[c], errors="coerce")
     return out.reset_index(drop=True)
 
@@ -557,9 +574,11 @@ def grid_ladder_findings(ladder: pd.DataFrame, targets: dict = GRID_TARGETS) -> 
     """The ladder in words: per design, which targets it meets and misses (with the values),
     then every measure that no design reaches, with the best value seen and the design."""
     lines = []
+    targets = {k: t for k, t in targets.items() if k in ladder.columns}
     for _, r in ladder.iterrows():
-        met = [k for k, t in targets.items() if not np.isnan(r[k]) and r[k] >= t]
-        missed = [f"{k} {r[k]:g} (target {t:g})" for k, t in targets.items() if not np.isnan(r[k]) and r[k] < t]
+        met = [k for k, t in targets.items() if not np.isnan(r[k]) and _meets(r[k], t)]
+        missed = [f"{k} {r[k]:g} (target {_target_words(t)})" for k, t in targets.items()
+                  if not np.isnan(r[k]) and not _meets(r[k], t)]
         unmeasured = [k for k in targets if np.isnan(r[k])]
         if not met and not missed:
             continue
@@ -569,9 +588,12 @@ def grid_ladder_findings(ladder: pd.DataFrame, targets: dict = GRID_TARGETS) -> 
         lines.append(text)
     for k, t in targets.items():
         vals = ladder[k].dropna()
-        if len(vals) and (vals < t).all():
-            best = ladder.loc[vals.idxmax()]
-            lines.append(f"- No design reaches {k} ≥ {t:g}: the best is {vals.max():g} ({best['design']}).")
-    both = [d for d, ok in zip(ladder["design"], (ladder[list(targets)] >= pd.Series(targets)).all(axis=1)) if ok]
+        if len(vals) and not any(_meets(v, t) for v in vals):
+            op, bound = _target(t)
+            best_at = vals.idxmin() if op == "<=" else vals.idxmax()
+            lines.append(f"- No design reaches {k} {'≤' if op == '<=' else '≥'} {bound:g}: the best is "
+                         f"{vals[best_at]:g} ({ladder.loc[best_at, 'design']}).")
+    both = [r["design"] for _, r in ladder.iterrows()
+            if all(not np.isnan(r[k]) and _meets(r[k], t) for k, t in targets.items())]
     lines.append("- Every target at once: " + (", ".join(both) if both else "no design so far") + ".")
     return "\n".join(lines)

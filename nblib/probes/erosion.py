@@ -140,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--expand-kv", action="store_true",
                    help="start every trajectory from the budget's own short stage, its KV heads copied out to "
                         "--kv-heads at the start of LCCP (instead of a short stage of that layout)")
+    p.add_argument("--heads", type=int, default=0,
+                   help="query heads at the probed scale (0: the budget's); the token unit keeps the budget's tokens")
+    p.add_argument("--head-size", type=int, default=0, help="their width (0: the budget's, d / heads)")
     p.add_argument("--aligned", action="store_true",
                    help="LCCP on aligned windows (Budget.lccp_aligned: a long document's segments are sequences "
                         "of their own, App. A.4) instead of windows cut across pieces")
@@ -166,13 +169,19 @@ def main(argv=None) -> int:
     eval_data = {**grid.data_config(base, "long"), "split": "eval"}
     stream = make_stream(eval_data, 0)
     windows = stream.batch(0, a.n_windows)[0]
-    heads = base.scale(a.scale).model["n_heads"]
+    shape = base  # the probed scale's head layout (--heads, --head-size), counted in the budget's token unit
+    if a.heads or a.head_size:
+        shape = base.with_model(a.scale, n_heads=a.heads or base.scale(a.scale).model["n_heads"],
+                                **({"head_size": a.head_size} if a.head_size else {}))
+        if base.token_unit:
+            shape = dataclasses.replace(shape, token_unit_tokens=base.n_tokens(base.token_unit, 1))
+    heads = shape.scale(a.scale).model["n_heads"]
     for kv in a.kv_heads or sorted({1, heads}):
-        b = probe_budget(base, a.scale, a.lr_frac, a.batch_long, kv)
+        b = probe_budget(shape, a.scale, a.lr_frac, a.batch_long, kv)
         b = dataclasses.replace(b, lccp_aligned=True) if a.aligned else b
-        expand = a.expand_kv and kv != base.scale(a.scale).model["n_kv_heads"]
-        cfg = trajectory(b, a.scale, ds, max(a.points), short_from=base if expand else None)
-        short = grid.short_stage(base if expand else b, a.scale)
+        expand = a.expand_kv and kv != shape.scale(a.scale).model["n_kv_heads"]
+        cfg = trajectory(b, a.scale, ds, max(a.points), short_from=shape if expand else None)
+        short = grid.short_stage(shape if expand else b, a.scale)
         t0 = time.time()
         get_or_run_many(store, [short.trunk, short.wsd[ds]], workers=1, progress=False)
         run = get_or_run(store, cfg, progress=True)
@@ -189,9 +198,10 @@ def main(argv=None) -> int:
             with torch.no_grad():
                 rec = checkpoint_record(model, ev, middles, middle_ann, windows, tok)
             rec = {"budget": b.name, "scale": a.scale, "ds_mult": ds, "lr_frac": a.lr_frac,
-                   "kv_expanded_from": base.scale(a.scale).model["n_kv_heads"] if expand else None,
+                   "kv_expanded_from": shape.scale(a.scale).model["n_kv_heads"] if expand else None,
                    "batch_long": a.batch_long, **({"aligned": True} if a.aligned else {}), "n_heads": spec.model["n_heads"],
                    "n_kv_heads": spec.model["n_kv_heads"], "n_params": b.n_params(a.scale), "unit": b.unit,
+                   **({"head_size": spec.model["head_size"]} if spec.model.get("head_size") else {}),
                    "run": cfg.hash, "dl": dl, "step": step, "train_wall_s": round(wall, 1), **rec}
             results.append_record(a.out, rec, module=__spec__.name, argv=argv)
             print(json.dumps({k: v for k, v in rec.items() if k != "attention"}), flush=True)

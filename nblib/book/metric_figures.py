@@ -1,0 +1,38 @@
+"""Chapter 2's figures of the LongPPL metric (LCCP paper App. A.1): the reference model's
+training curve and the key-token selection of the test set."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+
+def reference_training_figure(metrics, reference_path: str | None = None):
+    """Training loss of the LongPPL reference against tokens (`metrics`: the run's metrics table
+    with `tokens` and `loss`), or, for a pretrained reference (metrics None), its path."""
+    fig, ax = plt.subplots(figsize=(5, 3))
+    if metrics is not None:
+        ax.plot(metrics["tokens"], metrics["loss"], lw=1)
+        ax.set(xlabel="tokens", ylabel="train loss (nats/token)", title="LongPPL reference model")
+    else:
+        ax.text(0.5, 0.5, f"the reference is a pretrained model\n({reference_path})", ha="center",
+                transform=ax.transAxes)
+    return fig
+
+
+def key_token_figure(per_token, spec):
+    """Every scored token by its full-context loss and its loss gap (App. A.1), long and short
+    key tokens coloured, the LongPPLSpec `spec`'s thresholds dashed."""
+    pt = per_token
+    fig, ax = plt.subplots(figsize=(6, 4))
+    other = ~(pt["long"] | pt["short"])
+    ax.scatter(pt["loss_full"][other], pt["delta"][other], s=2, c="0.75", label="other", rasterized=True)
+    ax.scatter(pt["loss_full"][pt["short"]], pt["delta"][pt["short"]], s=2, c="tab:blue", label="short key",
+               rasterized=True)
+    ax.scatter(pt["loss_full"][pt["long"]], pt["delta"][pt["long"]], s=4, c="tab:red", label="long key",
+               rasterized=True)
+    ax.axvline(spec.full_loss_max, ls="--", c="k", lw=0.8)
+    ax.axhline(spec.long_delta_min, ls="--", c="tab:red", lw=0.8)
+    ax.axhline(spec.short_delta_max, ls="--", c="tab:blue", lw=0.8)
+    ax.set(xlabel=r"$\ell^{full}$ (nats)", ylabel=r"$\Delta = \ell^{chunk} - \ell^{full}$", title="Key-token selection")
+    ax.legend(markerscale=4, loc="upper right")
+    return fig
