@@ -199,6 +199,11 @@ class Budget:
     ruler_samples: int = 500
     ruler_len: int | None = None
     ruler_max_new: int | None = None
+    # Chapter 5's code-form single needles (nblib.evals.code_niah, value_form): "ruler", RULER's
+    # values (a 7-digit number, a UUID), sized to a 32K-context LLM's tokenizer; "short", values
+    # of at most two tokens, sized to a small tokenizer as the contexts are sized down, with
+    # generation stopped two tokens past the value
+    needle_value_form: str = "ruler"
     # Chapter 5 after LCCP (§5.2-5.3): how many of the trajectory's points go on to the 4x
     # extension and SFT (None: all, as in the paper; else evenly spaced, first and last kept)
     # and samples per task there (None: ruler_samples; the paper runs 100 at 128K, not 500)
@@ -422,6 +427,9 @@ def _toy() -> Budget:
         # 20 prompts per subtask and 32 new tokens (every reference answer is shorter). After
         # LCCP, 4 of the 7 points and 10 prompts per task.
         ruler_samples=20, ruler_max_new=32, post_training_points=4, post_training_samples=10,
+        # a 7-digit value is 7-8 pieces of the 1,024-entry BPE, and greedy decoding needs all
+        # of them: the needles carry values of at most two pieces (chapter 5's ladder)
+        needle_value_form="short",
         notes="CPU main job: every phenomenon at small scale, BPE tokens of the Python stdlib corpus.",
     )
 

@@ -220,7 +220,7 @@ ch.save_figure(fig, "fig08a_ruler_after_extension", runs=ext_runs)
 # (right, Fig. 13), from the raw checkpoint and from Last4.
 # :::
 #
-# ### RULER's single needles, written as code
+# ### RULER's single needles, written as code, with values sized to the model
 #
 # This budget's LCCP models are trained on Python source only, and RULER asks in English:
 # the needle reads "One of the special magic numbers for {key} is: {value}." and the answer
@@ -228,18 +228,78 @@ ch.save_figure(fig, "fig08a_ruler_after_extension", runs=ext_runs)
 # repeat the needle's words, so even a model that copies cannot answer it.
 # `nblib.evals.code_niah` keeps RULER's three single-needle subtasks (one key-value needle at
 # an even spread of depths, asked for at the end, `string_match_all`, the same sizing and
-# keys) and writes them as code: the needle is a line `magic_number_{key} = 6965307`, the
+# keys) and writes them as code: the needle is a line `magic_number_{key} = {value}`, the
 # question a comment, and the answer prefix repeats the needle's left side, so an induction
-# head can answer. The same S5 models as above, at the LCCP context and after the extension:
+# head can answer.
+#
+# RULER's values are sized to a 32K-context LLM: a 7-digit number is one or two tokens of
+# Llama's tokenizer and 7-8 pieces of a 1,024-entry BPE, and greedy decoding must get every
+# piece. A budget scales the values as it scales the contexts (`needle_value_form`): `full`
+# keeps RULER's; `toy` and `smoke` draw values of at most two pieces (a 2-3 digit number, or
+# an identifier that the prompt's haystack never contains, as a string), and generation stops
+# two tokens past the value, so that a short value is not matched by chance in a long
+# continuation. Every prompt has a **control**: the same prompt with the needle line removed,
+# decoded and scored the same way; its score is what guessing earns.
+#
+# Beside the score, two teacher-forced measures that move before a needle is answered: the
+# **per-piece hit rate** (each value piece the model's argmax, given the true pieces before
+# it) and the **needle gain** (the value's log-probability per token with the needle in the
+# prompt minus without it). The same S5 models as above at every point of the trajectory,
+# and after the extension:
 
 # %%
-code_traj = downstream.ruler_along_trajectory(b, run, downstream.code_needle_suite(b, seed=seed), post_points)
-code_ext = post_training.ruler_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)},
-                                     post_training.extended_code_needle_suite(b, seed=seed))
-code_needles = pd.concat([code_traj.assign(stage=f"LCCP, {length} tokens"),
-                          code_ext.assign(stage=f"after the 4x extension, {ext_len} tokens")], ignore_index=True)
+lccp_stage, ext_stage = f"LCCP, {length} tokens", f"after the 4x extension, {ext_len} tokens"
+needles = downstream.needles_along_trajectory(b, run, needle_suite, points)
+needles_ext = post_training.needles_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)},
+                                          post_training.extended_code_needle_suite(b, seed=seed))
+code_needles = pd.concat([needles.assign(stage=lccp_stage), needles_ext.assign(stage=ext_stage)], ignore_index=True)
+code_needles = code_needles[["stage", *needles.columns]]
 ch.save_table(code_needles, "code_needles", runs=[run, *ext_runs])
-code_needles.groupby(["stage", "dl", "protocol"], sort=False).score.mean().unstack().round(1)
+needle_traj = downstream.needle_trajectory(needles)
+needle_ext = downstream.needle_trajectory(needles_ext)
+ch.save_table(needle_traj, "needle_trajectory", runs=[run])
+print(f"values: {b.needle_value_form} ({', '.join(str(s.answers[0]) for s in needle_suite[needle_task][:3])}, ...)")
+needle_traj.set_index(["dl", "protocol"]).round(3)
+
+# %% tags=["remove-output"]
+#| label: cell-needles
+fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+for protocol, c in (("Raw", "tab:gray"), ("Last4", "tab:red")):
+    g = needle_traj[needle_traj.protocol == protocol]
+    e = needle_ext[needle_ext.protocol == protocol]
+    axes[0].plot(g.dl, g.score, "o-", c=c, label=f"{protocol}")
+    axes[0].plot(g.dl, g.control_score, "x:", c=c, label=f"{protocol}, control (no needle)")
+    axes[0].plot(e.dl, e.score, "s--", c=c, mfc="none", label=f"{protocol}, after the 4x extension")
+    for ax, col in ((axes[1], "piece_hit"), (axes[2], "needle_gain")):
+        ax.plot(g.dl, g[col], "o-", c=c, label=protocol)
+        ax.plot(e.dl, e[col], "s--", c=c, mfc="none", label=f"{protocol}, after the 4x extension")
+axes[0].set(xlabel="Dl / N", ylabel="score (x100), mean of the 3 code-form single needles",
+            title=f"code-form needles at {length} tokens ({b.needle_value_form} values)")
+axes[1].set(xlabel="Dl / N", ylabel="share of value pieces that are the argmax", title="per-piece hit rate")
+axes[2].set(xlabel="Dl / N", ylabel="nats per value token", title="needle gain (with - without the needle)")
+for ax in axes:
+    ax.legend(fontsize=7)
+ch.save_figure(fig, "fig07b_needle_trajectory", runs=[run, *ext_runs])
+
+# %% [markdown]
+# :::{figure} #cell-needles
+# :label: fig-needles
+# The code-form single needles along the S5 trajectory, Raw and Last4: the score and its
+# control (the prompt without the needle line), the per-piece hit rate and the needle gain,
+# at the LCCP context (filled) and after the 4x extension from the starting points that go
+# on to it (hollow squares, at 4x the context).
+# :::
+
+# %%
+ch.markdown(findings.needle_trajectory_findings(needle_traj, needle_ext))
+
+# %% [markdown]
+# Which measure carries §5.1's trend at this budget: the paper's claim is that retrieval
+# improves with more LCCP tokens. The score is that claim as RULER scores it, but a small
+# model's score moves in steps of whole values; the per-piece hit rate is the same greedy
+# test taken one piece at a time, and the needle gain says whether the model uses the needle
+# at all. Where the score stays near its control, the two teacher-forced measures are the
+# ones that can show a trend, and the bullets above give their rank correlation with Dl.
 
 # %% [markdown]
 # ### Which models answer? A ladder over the project's models that copy
@@ -316,6 +376,24 @@ if len(lever_records):
 else:
     print(f"no lever records for this trajectory ({run.hash}) in {lever_path}; "
           f"run python -m nblib.probes code_needle_levers after chapter 4")
+
+# %% [markdown]
+# ### The needles on the trajectories of chapter 2's ladder
+#
+# The same probe reads the S5 trajectory of any design of chapter 2's ladder
+# (`--budget-file data/probes/grid_designs/X.toml`): designs whose Constant LCCP keeps
+# improving LongPPL to the end of the trajectory, where the book's own erodes. The rows
+# below are those records (`code_needle_designs.csv`), the mean over the three single needles.
+
+# %%
+all_lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame()
+needle_designs = downstream.needle_design_table(all_lever_records)
+if len(needle_designs):
+    ch.save_table(needle_designs, "code_needle_designs")
+    display(needle_designs.round(3))
+    ch.markdown(findings.needle_design_findings(needle_designs))
+else:
+    print(f"no records of a ladder design in {lever_path}")
 
 # %% [markdown]
 # S5 reads the needle: with it in the prompt, every value token is more likely by most of a

@@ -199,6 +199,7 @@ PLANTED = [
     ('base = "smoke"\nds_multiples = [-1.8, 5.4, 9]\n',
      "ds_multiples = [-1.8, 5.4, 9] is not allowed; allowed: a non-empty list of increasing numbers > 0"),
     ('base = "smoke"\nlccp_aligned = "yes"\n', 'lccp_aligned = "yes" is not allowed; allowed: true or false'),
+    ('base = "smoke"\nneedle_value_form = "tiny"\n', 'needle_value_form = "tiny" is not allowed; allowed: ruler, short'),
     ('base = "smoke"\n[scales.S1]\nlr = -1\n', "scales.S1.lr = -1 is not allowed; allowed: a number > 0"),
     ('base = "smoke"\n[scales.S9]\nlr = 1\n', "unknown key 'scales.S9'"),
     ('base = "huge"\n', 'base = "huge" is not allowed; allowed: smoke, toy, full'),

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as C
@@ -148,3 +149,112 @@ def test_lever_defaults_and_bad_forms():
         C.make_task("niah_single_2_code", TOK, 256, 1, haystack=HAY, haystack_form="essay")
     with pytest.raises(ValueError, match="key_form='uuid'"):
         C.make_task("niah_single_2_code", TOK, 256, 1, haystack=HAY, key_form="uuid")
+
+
+# ------------------------------------------------------------------ values sized to the model, and the control
+@pytest.fixture(scope="module")
+def short_samples():
+    return {t: C.make_task(t, TOK, 384, 4, seed=1, haystack=HAY, value_form="short") for t in C.TASKS}
+
+
+def test_short_values_are_at_most_two_pieces_and_stop_generation_two_tokens_after(short_samples):
+    numbers = set(C.short_numbers(TOK))
+    assert numbers and all(10 <= n < 1000 and len(TOK.encode(f" {n}")) <= 2 for n in numbers)
+    for t, ss in short_samples.items():
+        assert all(0.99 * 384 <= len(TOK.encode(s.text)) == s.n_tokens <= 384 for s in ss), t
+        for s in ss:
+            value, = s.answers
+            (a, b), = s.needles
+            literal = s.prompt[a:b][len(s.answer_prefix) + 1:]
+            assert len(TOK.encode(f" {value}")) <= C.SHORT_PIECES
+            assert s.meta["stop_after_tokens"] == len(TOK.encode(f" {literal}")) + C.STOP_SLACK
+            if t == "niah_single_3_code":  # an identifier the haystack never contains, as a string
+                assert literal == repr(value) and value.isidentifier()
+                assert not re.search(rf"\b{value}\b", s.prompt[:a] + s.prompt[b:])
+            else:
+                assert int(value) in numbers and literal == value
+
+
+def test_short_values_leave_the_default_samples_alone():
+    for t in C.TASKS:
+        ruler = C.make_task(t, TOK, 256, 2, haystack=HAY)
+        assert [s.text for s in C.make_task(t, TOK, 256, 2, haystack=HAY, value_form="ruler")] == [s.text for s in ruler]
+        assert "stop_after_tokens" not in ruler[0].meta
+    with pytest.raises(ValueError, match="value_form='tiny'"):
+        C.make_task("niah_single_2_code", TOK, 256, 1, haystack=HAY, value_form="tiny")
+
+
+def test_byte_tokens_get_the_fewest_pieces_they_allow():
+    byte = get_tokenizer("byte")
+    assert C.short_numbers(byte) == list(range(10, 100))  # " 42" is 3 bytes; no 2-byte number has 2 digits
+    s = C.make_task("niah_single_1_code", byte, 600, 1, haystack=HAY, value_form="short")[0]
+    assert len(s.answers[0]) == 2
+
+
+def test_the_control_is_the_prompt_without_its_needle_line(short_samples):
+    for ss in short_samples.values():
+        for s in ss:
+            c = C.without_needle(s)
+            (a, b), = s.needles
+            assert c.prompt == s.prompt[:a] + s.prompt[b + 1:] and s.prompt[b] == "\n"
+            assert c.answer_prefix == s.answer_prefix and c.answers == s.answers and c.needles == []
+            assert s.answer_prefix not in c.prompt  # the key's assignment is gone with its line
+
+
+class _Recorder:
+    """A model behind `generate_text` that records how many tokens it was asked for."""
+
+    def __init__(self):
+        self.asked = []
+
+    def generate_text(self, text, n):
+        self.asked.append(n)
+        return ""
+
+
+def test_generation_stops_after_the_short_value(short_samples):
+    ss = short_samples["niah_single_2_code"]
+    m = _Recorder()
+    R.predict(m, TOK, ss, 32)
+    assert m.asked == [min(32, s.meta["stop_after_tokens"]) for s in ss] and max(m.asked) <= 4
+    R.predict(m, TOK, C.make_task("niah_single_2_code", TOK, 256, 1, haystack=HAY), 32)
+    assert m.asked[-1] == 32  # RULER's values: the caller's cap
+
+
+class _Copier(torch.nn.Module):
+    """An exact induction oracle, independent of any trained model: at each of the last
+    `tail` positions it predicts the token that followed the longest earlier match (up to 8
+    tokens) of the context's suffix, and is uniform where nothing matches."""
+
+    def __init__(self, vocab, tail=16):
+        super().__init__()
+        self.vocab, self.tail = vocab, tail
+
+    def forward(self, ids):
+        seq = ids[0].tolist()
+        logits = torch.zeros(1, len(seq), self.vocab)
+        for t in range(max(0, len(seq) - self.tail), len(seq)):
+            for n in range(min(8, t + 1), 0, -1):
+                suffix = seq[t - n + 1:t + 1]
+                hits = [j for j in range(n - 1, t) if seq[j - n + 1:j + 1] == suffix]
+                if hits:
+                    logits[0, t, seq[hits[-1] + 1]] = 30.0
+                    break
+        return logits, None
+
+    def generate(self, ids, n_new, temperature=0.0):
+        for _ in range(n_new):
+            logits, _ = self(ids)
+            ids = torch.cat([ids, logits[:, -1:].argmax(-1)], dim=1)
+        return ids
+
+
+def test_needle_measures_of_an_exact_copier_against_its_control(short_samples):
+    m = C.needle_measures(_Copier(TOK.vocab_size), TOK, short_samples["niah_single_2_code"], 32)
+    assert m["score"] == 100.0 and m["piece_hit"] == 1.0 and m["first_hit"] == 1.0 and m["whole_hit"] == 1.0
+    assert m["control_score"] < 50.0  # without the needle line the prefix never occurred: no copy to make
+    # with the needle every value piece gets all the mass (a logit margin of 30): gain = -logp without it
+    for s in short_samples["niah_single_2_code"]:
+        lp = C.needle_logprobs(_Copier(TOK.vocab_size), TOK, s)
+        assert lp["with"] > -1e-6 and lp["piece_hit"] == 1.0
+    assert m["needle_gain"] > 0

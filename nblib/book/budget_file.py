@@ -95,6 +95,7 @@ RULES = {
     "lccp_mixture": (lambda v: v in ("lccp_32k", "natural"), "lccp_32k, natural"),
     "ext_mixture": (lambda v: v in ("extension_128k", "natural_128k"), "extension_128k, natural_128k"),
     "lccp_aligned": (lambda v: isinstance(v, bool), "true or false"),
+    "needle_value_form": (lambda v: v in ("ruler", "short"), "ruler, short"),
     "n_boot": (lambda v: v >= 2, "an integer >= 2"),
     "lccp_lr_frac": FRACTION,
     "token_unit": (lambda v: v in SCALES, ", ".join(SCALES)),

@@ -322,13 +322,14 @@ def needle_lever_findings(levers: pd.DataFrame) -> str:
     gain and first-token hit rate from its first to its last point (Raw), and which rows answer."""
     lines = []
     t = levers.reset_index()
-    for (layers, hf, kf, length), g in t.groupby(["layers", "haystack_form", "key_form", "length"], sort=False):
+    for (layers, hf, kf, vf, length), g in t.groupby(["layers", "haystack_form", "key_form", "value_form", "length"],
+                                                     sort=False):
         first, last = g.dl.min(), g.dl.max()
         raw = g[g.protocol == "Raw"].set_index("dl").reindex([first, last])  # NaN where a point was not probed
         l4 = g[g.protocol == "Last4"].set_index("dl").reindex([first, last])
         gain = raw["needle gain (nats/token)"]
         hit = raw["first-token hit"]
-        lines.append(f"{layers} layers, haystack `{hf}`, key `{kf}`, {length} tokens: score {raw.loc[last, 'score']:.1f} (Raw) / "
+        lines.append(f"{layers} layers, haystack `{hf}`, key `{kf}`, {vf} values, {length} tokens: score {raw.loc[last, 'score']:.1f} (Raw) / "
                      f"{l4.loc[last, 'score']:.1f} (Last4) at Dl/N = {last:g}; needle gain {gain.loc[first]:+.2f} -> "
                      f"{gain.loc[last]:+.2f} nats per value token, first value token the argmax on "
                      f"{hit.loc[first]:.0%} -> {hit.loc[last]:.0%} of prompts (Raw, Dl/N = {first:g} -> {last:g})"
@@ -339,6 +340,53 @@ def needle_lever_findings(levers: pd.DataFrame) -> str:
     lines.append("No form is answered at any point: S5 reads the needle (positive gain) but does not copy the whole "
                  "value greedily." if answered.empty else
                  f"Answered (score > 0): {len(answered)} of {len(t)} (form, point, protocol) rows.")
+    return bullets(lines)
+
+
+def needle_trajectory_findings(traj: pd.DataFrame, ext: pd.DataFrame | None = None) -> str:
+    """Chapter 5's needle trajectory in words (`downstream.needle_trajectory`): Spearman rho of
+    each measure against Dl under Last4 and Raw, the score against its control at the first and
+    the last point, and, after the 4x extension, the score and control per starting point."""
+    from scipy.stats import spearmanr
+
+    lines = []
+    for protocol in ("Last4", "Raw"):
+        g = traj[traj.protocol == protocol].sort_values("dl")
+        if len(g) < 3:
+            continue
+        rho = {c: spearmanr(g.dl, g[c]).statistic for c in ("piece_hit", "needle_gain", "score")}
+        first, last = g.iloc[0], g.iloc[-1]
+        lines.append(
+            f"{protocol}, Dl/N = {first.dl:g} -> {last.dl:g}: per-piece hit rate {first.piece_hit:.2f} -> "
+            f"{last.piece_hit:.2f} (Spearman rho {rho['piece_hit']:+.2f}), needle gain {first.needle_gain:+.2f} -> "
+            f"{last.needle_gain:+.2f} nats per value token (rho {rho['needle_gain']:+.2f}), score "
+            f"{first.score:.1f} -> {last.score:.1f} against the control's {first.control_score:.1f} -> "
+            f"{last.control_score:.1f} (rho {rho['score']:+.2f}).")
+    if ext is not None and len(ext):
+        e = ext.sort_values(["dl", "protocol"])
+        lines.append("After the 4x extension, score (control) from each starting point: " + "; ".join(
+            f"{r.protocol} Dl/N = {r.dl:g}: {r.score:.1f} ({r.control_score:.1f})" for r in e.itertuples()) + ".")
+    return bullets(lines)
+
+
+def needle_design_findings(designs: pd.DataFrame) -> str:
+    """The code-form needles on chapter 2's ladder designs in words
+    (`downstream.needle_design_table`): per design and form, Last4's score against its control
+    and its per-piece hit rate and needle gain from the first to the last probed point, with
+    Spearman rho of the hit rate against Dl where three or more points were probed."""
+    from scipy.stats import spearmanr
+
+    lines = []
+    t = designs.reset_index()
+    for (design, hf, kf, vf), g in t[t.protocol == "Last4"].groupby(
+            ["design", "haystack_form", "key_form", "value_form"], sort=False):
+        g = g.sort_values("dl")
+        first, last = g.iloc[0], g.iloc[-1]
+        rho = f", rho {spearmanr(g.dl, g.piece_hit).statistic:+.2f}" if len(g) >= 3 else ""
+        lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4, Dl/N = {first.dl:g} -> {last.dl:g}: "
+                     f"score {first.score:.1f} -> {last.score:.1f} (control {first.control_score:.1f} -> "
+                     f"{last.control_score:.1f}), per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
+                     f"needle gain {first.needle_gain:+.2f} -> {last.needle_gain:+.2f} nats per value token.")
     return bullets(lines)
 
 

@@ -421,10 +421,13 @@ def predict(model, tokenizer, samples: list[Sample], max_new_tokens: int | None 
     """Greedy continuations of every sample's prompt + answer prefix (RULER decodes greedily),
     through the KV cache, for an nblib model; or any object with `generate_text(text,
     max_new_tokens) -> str` (`HFModel` wraps a local Hugging Face model that way). Tokens to
-    generate: `max_new_tokens`, else the sample's meta["max_new_tokens"], else RULER's for the task."""
+    generate: `max_new_tokens`, else the sample's meta["max_new_tokens"], else RULER's for the task,
+    and never more than the sample's meta["stop_after_tokens"] where it has one (a short needle
+    value's length plus a few tokens, `nblib.evals.code_niah`)."""
     out = []
     for s in samples:
         n_new = max_new_tokens or s.meta.get("max_new_tokens") or MAX_NEW_TOKENS[s.task]
+        n_new = min(n_new, s.meta.get("stop_after_tokens", n_new))
         if hasattr(model, "generate_text"):
             out.append(model.generate_text(s.text, n_new))
             continue

@@ -10,6 +10,7 @@ and the suite, so re-running the chapter evaluates nothing new.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -58,9 +59,11 @@ def ruler_suite(budget: Budget, seed: int = 0, length: int | None = None, n: int
 
 def code_needle_suite(budget: Budget, seed: int = 0, length: int | None = None, n: int | None = None) -> dict:
     """RULER's single-needle subtasks written as code (`nblib.evals.code_niah`), sized like
-    `ruler_suite`: the form of §5.1's needle test that a model trained only on source code can
-    answer by copying."""
-    return task_suite(budget, CN.make_task, CN.TASKS, length or budget.ruler_len or budget.long_seq_len, seed, n)
+    `ruler_suite`, with the budget's `needle_value_form` (RULER's values, or short ones sized
+    to a small tokenizer): the form of §5.1's needle test that a model trained only on source
+    code can answer by copying."""
+    make = functools.partial(CN.make_task, value_form=budget.needle_value_form)
+    return task_suite(budget, make, CN.TASKS, length or budget.ruler_len or budget.long_seq_len, seed, n)
 
 
 def _suite_key(suite: dict, max_new) -> str:
@@ -74,27 +77,72 @@ def ruler_scores(model, tokenizer, suite: dict, max_new: int | None) -> dict:
             for t, v in suite.items()}
 
 
+def _protocol_models(budget: Budget, run: Run, points):
+    """(dl, protocol, steps, load) for the Raw checkpoint and Last4 at every Dl/N point; `load()`
+    builds the model (Last4: the uniform average of the four checkpoints, App. B.1)."""
+    for dl in points or trajectory_points(budget):
+        raw = experiments.step_at(run, dl)
+        last4 = experiments.last4_steps(run, dl, budget.s5_ckpt_every)
+        for protocol, steps in (("Raw", [raw]), ("Last4", last4)):
+            def load(steps=steps):
+                if len(steps) == 1:
+                    return run.load_model(steps[0])
+                return run.load_model(state_dict=merge("lastM", [run.checkpoint(s).weights for s in steps],
+                                                       iterations=steps))
+            yield dl, protocol, steps, load
+
+
 def ruler_along_trajectory(budget: Budget, run: Run, suite: dict, points=None) -> pd.DataFrame:
     """RULER of the Raw checkpoint and of Last4 at every point of the trajectory (Fig. 7, Fig. 12):
     long form, columns dl, protocol (Raw | Last4), task, score."""
     tok = get_tokenizer(budget.tokenizer)
     key = _suite_key(suite, budget.ruler_max_new)
     rows = []
-    for dl in points or trajectory_points(budget):
-        raw = experiments.step_at(run, dl)
-        last4 = experiments.last4_steps(run, dl, budget.s5_ckpt_every)
-        for protocol, steps in (("Raw", [raw]), ("Last4", last4)):
-            def compute(steps=steps):
-                if len(steps) == 1:
-                    model = run.load_model(steps[0])
-                else:
-                    model = run.load_model(state_dict=merge("lastM", [run.checkpoint(s).weights for s in steps],
-                                                            iterations=steps))
-                return ruler_scores(model, tok, suite, budget.ruler_max_new)
-            tag = "-".join(map(str, steps))
-            res = run.memo(f"ruler-{key}-{protocol}-{tag}", compute, steps=steps)
-            rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
+    for dl, protocol, steps, load in _protocol_models(budget, run, points):
+        tag = "-".join(map(str, steps))
+        res = run.memo(f"ruler-{key}-{protocol}-{tag}",
+                       lambda load=load: ruler_scores(load(), tok, suite, budget.ruler_max_new), steps=steps)
+        rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
     return pd.DataFrame(rows)
+
+
+NEEDLE_COLUMNS = ("score", "control_score", "piece_hit", "needle_gain", "first_hit", "whole_hit")
+
+
+def needle_scores(model, tokenizer, suite: dict, max_new: int | None) -> dict:
+    """{task: `code_niah.needle_measures` of one model} for every task of a code-needle suite
+    that fits (NaN measures for one that does not)."""
+    return {t: CN.needle_measures(model, tokenizer, v, max_new) if isinstance(v, list)
+            else dict.fromkeys(NEEDLE_COLUMNS, float("nan")) for t, v in suite.items()}
+
+
+def needle_rows(res: dict, **keys) -> list[dict]:
+    """Long-form rows (keys..., task, and the NEEDLE_COLUMNS) of one model's `needle_scores`."""
+    return [{**keys, "task": t, **{c: m[c] for c in NEEDLE_COLUMNS}} for t, m in res.items()]
+
+
+def needles_along_trajectory(budget: Budget, run: Run, suite: dict, points=None) -> pd.DataFrame:
+    """The code-form single needles at every point of the trajectory, Raw and Last4 (§5.1's
+    trend, Fig. 7, in measures a small model can move): per task, RULER's score and its
+    control's (the needle line removed), the per-piece hit rate and the needle gain
+    (`code_niah.needle_measures`); columns dl, protocol, task and NEEDLE_COLUMNS."""
+    tok = get_tokenizer(budget.tokenizer)
+    key = _suite_key(suite, budget.ruler_max_new)
+    rows = []
+    for dl, protocol, steps, load in _protocol_models(budget, run, points):
+        tag = "-".join(map(str, steps))
+        res = run.memo(f"needles-{key}-{protocol}-{tag}",
+                       lambda load=load: needle_scores(load(), tok, suite, budget.ruler_max_new), steps=steps)
+        rows += needle_rows(res, dl=dl, protocol=protocol)
+    return pd.DataFrame(rows)
+
+
+def needle_trajectory(needles: pd.DataFrame) -> pd.DataFrame:
+    """The mean over the code-form single needles at each (dl, protocol): columns dl,
+    protocol, score, control_score, piece_hit, needle_gain (chapter 5's needle_trajectory.csv)."""
+    cols = ["score", "control_score", "piece_hit", "needle_gain"]
+    keys = [k for k in ("stage", "dl", "protocol") if k in needles.columns]
+    return needles.groupby(keys, sort=False)[cols].mean().reset_index()
 
 
 def retrieval_along_trajectory(budget: Budget, run: Run, suite: dict, task: str = "niah_single_2",
@@ -196,14 +244,38 @@ def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
     (nats per value token, with the needle against without it), of the first-value-token hit
     rate and, where recorded, of the per-piece and whole-value hit rates (each value piece the
     argmax given the true pieces before it)."""
-    keys = ["layers", "haystack_form", "key_form", "length", "dl", "protocol"]
+    keys = ["layers", "haystack_form", "key_form", "value_form", "length", "dl", "protocol"]
+    # records written before the value lever hold RULER's values
+    records = records.assign(value_form=records["value_form"].fillna("ruler") if "value_form" in records
+                             else "ruler")
     missing = [k for k in keys + ["task", "score", "needle_gain", "first_token_hit"] if k not in records.columns]
     if missing:
         raise ValueError(f"needle-lever records lack columns {missing} (written by an older probe?)")
     t = records.drop_duplicates(keys + ["task"], keep="last").groupby(keys, sort=False)
-    # the per-piece measures came later: NaN for records written before them
-    pieces = {c: (c, "mean") for c in ("value_piece_hit", "whole_value_hit") if c in records.columns}
+    # the control and the per-piece measures came later: NaN for records written before them
+    later = {c: (c, "mean") for c in ("control_score", "value_piece_hit", "whole_value_hit") if c in records.columns}
     out = t.agg(score=("score", "mean"), needle_gain=("needle_gain", "mean"),
-                first_token_hit=("first_token_hit", "mean"), **pieces, tasks=("task", "nunique"))
+                first_token_hit=("first_token_hit", "mean"), **later, tasks=("task", "nunique"))
     return out.rename(columns={"needle_gain": "needle gain (nats/token)", "first_token_hit": "first-token hit",
-                               "value_piece_hit": "value-piece hit", "whole_value_hit": "whole-value hit"})
+                               "value_piece_hit": "value-piece hit", "whole_value_hit": "whole-value hit",
+                               "control_score": "control score"})
+
+
+def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
+    """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
+    `nblib.probes.code_needle_levers --budget-file data/probes/grid_designs/X.toml`): one row
+    per (design, haystack, key and value form, Dl/N, protocol), the mean over the three
+    single needles of the score, the control's score, the per-piece hit rate and the needle gain."""
+    if records.empty or "budget" not in records.columns:
+        return pd.DataFrame()
+    r = records[records["budget"].astype(str).str.endswith(".toml")]
+    if r.empty:
+        return pd.DataFrame()
+    r = r.assign(design=r["budget"].map(lambda p: p.rsplit("/", 1)[-1].removesuffix(".toml")),
+                 value_form=r["value_form"].fillna("ruler") if "value_form" in r else "ruler")
+    keys = ["design", "haystack_form", "key_form", "value_form", "dl", "protocol"]
+    t = r.drop_duplicates(keys + ["task"], keep="last").groupby(keys, sort=True)
+    return t.agg(score=("score", "mean"), control_score=("control_score", "mean"),
+                 piece_hit=("value_piece_hit", "mean"), needle_gain=("needle_gain", "mean"),
+                 tasks=("task", "nunique"))
+

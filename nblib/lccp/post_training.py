@@ -133,17 +133,19 @@ def benchmark_suite(budget: Budget, length: int | None = None, seed: int = 0) ->
                                  seed, budget.post_training_samples)
 
 
-def _score(run: Run, budget: Budget, suite: dict, scorer, tag: str) -> dict:
+def _score(run: Run, budget: Budget, suite: dict, scorer, tag: str, compute=None) -> dict:
+    """The final model's scores on a suite, cached in the run folder under the suite's key:
+    `scorer(samples, greedy predictions)` per task, or what `compute()` returns."""
     tok = get_tokenizer(budget.tokenizer)
     key = _key({t: [s.text for s in v] if isinstance(v, list) else v for t, v in suite.items()}
                | {"_max_new": budget.ruler_max_new})
     step = run.config.total_steps
 
-    def compute():
+    def by_scorer():
         model = run.load_model()
         return {t: scorer(v, R.predict(model, tok, v, budget.ruler_max_new)) if isinstance(v, list) else float("nan")
                 for t, v in suite.items()}
-    return run.memo(f"{tag}-{key}", compute, steps=[step])
+    return run.memo(f"{tag}-{key}", compute or by_scorer, steps=[step])
 
 
 def ruler_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
@@ -153,6 +155,19 @@ def ruler_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
     for (dl, protocol), run in runs.items():
         res = _score(run, budget, suite, R.score_task, "ruler-final")
         rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
+    return pd.DataFrame(rows)
+
+
+def needles_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
+    """The code-form single needles of each extended model (Fig. 13's needle test, in the
+    measures of `downstream.needles_along_trajectory`): runs {(dl, protocol): Run}; columns
+    dl, protocol, task and `downstream.NEEDLE_COLUMNS`."""
+    tok = get_tokenizer(budget.tokenizer)
+    rows = []
+    for (dl, protocol), run in runs.items():
+        res = _score(run, budget, suite, None, "needles-final",
+                     compute=lambda run=run: downstream.needle_scores(run.load_model(), tok, suite, budget.ruler_max_new))
+        rows += downstream.needle_rows(res, dl=dl, protocol=protocol)
     return pd.DataFrame(rows)
 
 

@@ -32,6 +32,12 @@ its short stage and Constant trajectory trained into the store up to the largest
     python -m nblib.probes code_needle_levers --forms code:magic comments:magic prose:magic \\
         prose:word code:word --points 10 120 --samples 20
     python -m nblib.probes code_needle_levers --layers 4 --forms prose:word code:magic --points 10 30
+    python -m nblib.probes code_needle_levers --budget-file data/probes/grid_designs/L.toml \\
+        --forms code:magic:short code:magic --points 10 40 80 120
+
+A form's optional third part is the value form (`code_niah`'s `value_form`: "ruler", RULER's
+7-digit numbers and UUIDs, or "short", values of at most two pieces, generation stopped two
+tokens past them); each record also scores the control, the prompt without its needle line.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import time
 import numpy as np
 import torch
 
+from nblib.book.budget_file import load_budget_file
 from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
@@ -57,38 +64,11 @@ from nblib.training.runner import get_or_run_many
 RECORDS = ("toy_code_needle_levers.jsonl",)
 
 
-@torch.no_grad()
-def needle_logprobs(model, tokenizer, sample: R.Sample) -> dict:
-    """Teacher-forced: log-probabilities of the needle's right-hand side (the value as written
-    in the needle) after the prompt + answer prefix, with the needle in the prompt and with
-    the needle line removed; and whether the first value token is the argmax."""
-    (a, b), = sample.needles[:1]
-    cont = sample.prompt[a:b][len(sample.answer_prefix):]  # " 8418021" or " '<uuid>'"
-    without = sample.prompt[:a] + sample.prompt[b + 1:]  # the needle line and its newline gone
-    out = {}
-    for name, prompt in (("with", sample.prompt), ("without", without)):
-        ctx = list(tokenizer.encode(prompt + sample.answer_prefix))
-        full = list(tokenizer.encode(prompt + sample.answer_prefix + cont))
-        if full[:len(ctx)] != ctx:
-            raise ValueError(f"the value {cont!r} merges with the answer prefix in the tokenizer; "
-                             "the teacher-forced score needs a clean token boundary")
-        ids = torch.as_tensor(full, dtype=torch.long)[None]
-        logits, _ = model(ids[:, :-1])
-        logp = torch.log_softmax(logits.float(), dim=-1)[0]
-        tgt = ids[0, len(ctx):]
-        lp = logp[len(ctx) - 1:].gather(-1, tgt[:, None])[:, 0]
-        out[name] = float(lp.mean())
-        if name == "with":
-            hits = logp[len(ctx) - 1:].argmax(-1) == tgt  # teacher-forced: each piece given the true ones before it
-            out["first_hit"] = bool(hits[0])
-            out["piece_hit"] = float(hits.float().mean())
-            out["all_hit"] = bool(hits.all())
-    return out
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes code_needle_levers", description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="toy")
+    p.add_argument("--budget-file", default="",
+                   help="a TOML budget file (a design of chapter 2's ladder): its S5 trajectory, not the budget's")
     p.add_argument("--scale", default="S5")
     p.add_argument("--forms", nargs="+", default=["code:magic", "comments:magic", "prose:magic", "code:word",
                                                    "prose:word"],
@@ -109,7 +89,8 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
-    b = get_budget(a.budget)
+    b = load_budget_file(a.budget_file) if a.budget_file else get_budget(a.budget)
+    budget_name = a.budget_file or b.name
     tok = get_tokenizer(b.tokenizer)
     hay = [d.text for d in get_corpus(b.corpus).split("eval")]
     store = RunStore(a.run_root)
@@ -125,11 +106,12 @@ def main(argv=None) -> int:
     layers = run.config.model["n_layers"]
     forms = []
     for f in a.forms:
-        hf, _, kf = f.partition(":")
-        if hf not in CN.HAYSTACK_FORMS or kf not in CN.KEY_FORMS:
-            raise SystemExit(f"error: form {f!r}; allowed: haystack_form:key_form with haystack_form one of "
-                             f"{', '.join(CN.HAYSTACK_FORMS)} and key_form one of {', '.join(CN.KEY_FORMS)}")
-        forms.append((hf, kf))
+        hf, kf, vf = (f.split(":") + ["ruler"])[:3] if f.count(":") in (1, 2) else (f, "", "")
+        if hf not in CN.HAYSTACK_FORMS or kf not in CN.KEY_FORMS or vf not in CN.VALUE_FORMS:
+            raise SystemExit(f"error: form {f!r}; allowed: haystack_form:key_form[:value_form] with haystack_form "
+                             f"one of {', '.join(CN.HAYSTACK_FORMS)}, key_form one of {', '.join(CN.KEY_FORMS)} "
+                             f"and value_form one of {', '.join(CN.VALUE_FORMS)}")
+        forms.append((hf, kf, vf))
     lengths = [n or b.ruler_len or b.long_seq_len for n in a.lengths]
     for dl in a.points:
         steps = {"Raw": [experiments.step_at(run, dl)],
@@ -140,26 +122,24 @@ def main(argv=None) -> int:
                 state_dict=merge("lastM", [run.checkpoint(x).weights for x in s], iterations=s))
             model.eval()
             for length in lengths:
-                for hf, kf in forms:
+                for hf, kf, vf in forms:
                     for task in CN.TASKS:
                         t0 = time.time()
                         samples = CN.make_task(task, tok, length, a.samples, seed=0, haystack=hay,
-                                               haystack_form=hf, key_form=kf)
-                        preds = R.predict(model, tok, samples, b.ruler_max_new)
-                        lps = [needle_logprobs(model, tok, smp) for smp in samples]
-                        rec = {"budget": b.name, "scale": a.scale, "layers": layers, "run": run.hash, "dl": dl, "protocol": protocol,
-                               "length": length, "haystack_form": hf, "key_form": kf, "task": task,
-                               "n": len(samples), "score": R.score_task(samples, preds),
-                               "value_logprob": float(np.mean([x["with"] for x in lps])),
-                               "needle_gain": float(np.mean([x["with"] - x["without"] for x in lps])),
-                               "first_token_hit": float(np.mean([x["first_hit"] for x in lps])),
-                               "value_piece_hit": float(np.mean([x["piece_hit"] for x in lps])),
-                               "whole_value_hit": float(np.mean([x["all_hit"] for x in lps])),
-                               "example": preds[len(preds) // 2][:40], "wall_s": round(time.time() - t0, 1)}
+                                               haystack_form=hf, key_form=kf, value_form=vf)
+                        m = CN.needle_measures(model, tok, samples, b.ruler_max_new)
+                        example = R.predict(model, tok, samples[len(samples) // 2:][:1], b.ruler_max_new)[0]
+                        rec = {"budget": budget_name, "scale": a.scale, "layers": layers, "run": run.hash, "dl": dl,
+                               "protocol": protocol, "length": length, "haystack_form": hf, "key_form": kf,
+                               "value_form": vf, "task": task, "n": len(samples), "score": m["score"],
+                               "control_score": m["control_score"], "needle_gain": m["needle_gain"],
+                               "first_token_hit": m["first_hit"], "value_piece_hit": m["piece_hit"],
+                               "whole_value_hit": m["whole_hit"], "example": example[:40],
+                               "wall_s": round(time.time() - t0, 1)}
                         results.append_record(a.out, rec, module=__spec__.name, argv=argv)
-                        print(f"Dl {dl:g} {protocol:5s} {length} {hf}:{kf} {task}: score {rec['score']:.0f}, "
-                              f"gain {rec['needle_gain']:+.2f} nats/token, first-token hit "
-                              f"{rec['first_token_hit']:.2f}, e.g. {rec['example']!r}", flush=True)
+                        print(f"Dl {dl:g} {protocol:5s} {length} {hf}:{kf}:{vf} {task}: score {rec['score']:.0f} "
+                              f"(control {rec['control_score']:.0f}), gain {rec['needle_gain']:+.2f} nats/token, "
+                              f"piece hit {rec['value_piece_hit']:.2f}, e.g. {rec['example']!r}", flush=True)
     return 0
 
 
