@@ -229,6 +229,14 @@ class Budget:
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
 
+    def __post_init__(self):
+        if self.token_unit_tokens is not None and self.token_unit is None:
+            raise BudgetError(f"token_unit_tokens={self.token_unit_tokens} pins the tokens of a token unit, and this "
+                              "budget has none (token_unit=None: each scale counts in its own N); allowed: set "
+                              "token_unit to a scale name too, or leave token_unit_tokens unset")
+        if self.needle_value_form not in ("ruler", "short"):
+            raise BudgetError(f"needle_value_form={self.needle_value_form!r} is not allowed; allowed: ruler, short")
+
     def scale(self, name: str) -> ScaleSpec:
         return self.scales[check_scale(name)]
 

@@ -126,3 +126,12 @@ def test_with_model_changes_one_scales_model_only():
     assert dataclasses.replace(v, scales=b.scales) == b  # nothing else moved
     with pytest.raises(BudgetError, match="S9"):
         b.with_model("S9", n_layers=4)
+
+
+def test_a_pinned_token_unit_needs_a_token_unit():
+    replace = dataclasses.replace
+    with pytest.raises(BudgetError, match="token_unit_tokens=23714 .*token_unit=None"):
+        replace(get_budget("smoke"), token_unit_tokens=23714)  # smoke counts each scale in its own N
+    assert replace(get_budget("toy"), token_unit_tokens=23714).n_tokens("S3", 2) == 47428
+    with pytest.raises(BudgetError, match="needle_value_form='long'"):
+        replace(get_budget("toy"), needle_value_form="long")
