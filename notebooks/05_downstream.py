@@ -347,8 +347,8 @@ ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
 # 2-layer model with smeared keys matches one token back: from the final ` =`, its induction
 # head can attend to every token that follows an ` =`, and a Python haystack has many. The
 # ladder below (`python -m nblib.probes code_needle_levers`) changes one thing at a time and keeps
-# RULER's sizing, depths, values and `string_match_all` (`code_niah.make_task`'s
-# `haystack_form` and `key_form`):
+# RULER's sizing, depths and `string_match_all` (`code_niah.make_task`'s `haystack_form`,
+# `key_form` and `value_form`; RULER's values unless the form says `short`):
 #
 # - **comments**: every haystack line a comment (RULER's own noise sentences for
 #   `niah_single_1_code`, the held-out files' lines commented out for the others);
@@ -356,6 +356,8 @@ ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
 #   assignment in the prompt;
 # - **word key**: the key one token that is never assigned in the haystack (`{key} = ...`), so
 #   the key and ` =` together occur only in the needle;
+# - **short values** (`value_form`): values of at most two pieces, generation stopped two
+#   tokens past them, each prompt scored against its control without the needle line;
 # - **LCCP tokens**: the first and the last trajectory point, Raw and Last4.
 #
 # Besides RULER's score it records two teacher-forced measures that move before a needle is
@@ -396,16 +398,17 @@ else:
     print(f"no records of a ladder design in {lever_path}")
 
 # %% [markdown]
-# S5 reads the needle: with it in the prompt, every value token is more likely by most of a
-# nat or more, in every form. Fewer competing assignments help the first token: in the prose
-# haystack it is the top prediction on about two in five prompts at the first point, against
-# one in six in code. What S5 does not do is copy the rest: a 7-digit value is five or six
-# BPE pieces (` 1`, `2`, `34`, ...), each of which follows many other tokens in the prompt, so
-# a one-token-back match loses the thread after the first piece and the model goes on with
-# the haystack's own text. RULER's `string_match_all` needs the whole value, so every score
-# stays 0. More LCCP tokens make it worse, not better: from the first to the last point the
-# needle gain and the first-token hit rate fall in every form, as S5's LongPPL rises along the
-# trajectory after its minimum ([chapter 4](04_constant_last4.ipynb)'s monitor table).
+# With RULER's values, S5 reads the needle: with it in the prompt, every value token is more
+# likely by most of a nat or more, in every form, and fewer competing assignments help the
+# first token. What S5 does not do is copy the rest: a 7-digit value is seven or eight pieces
+# of the 1,024-entry BPE (` `, `8`, `4`, ...), each of which follows many other tokens in the
+# prompt, so a one-token-back match loses the thread after the first piece and the model goes
+# on with the haystack's own text. `string_match_all` needs the whole value. That is why this
+# budget's needles carry short values (the value lever above: `code:magic:short` and the other
+# forms with `short`), and why the ladder of trajectories matters: on the book's eroding
+# trajectory the needle gain and the first-token hit rate fall with more LCCP tokens, as S5's
+# LongPPL rises after its minimum ([chapter 4](04_constant_last4.ipynb)'s monitor table),
+# while on the ladder's designs that keep improving they rise (the design rows above).
 #
 # **The model lever: depth.** In the probe rows above, Part 2's Model B (four layers, Gemma
 # 3-style) answers some code-form needles at its context and Model A of the same depth none.

@@ -76,11 +76,14 @@ PAPER_MAP = [
      "nblib.metrics.attention_maps.retrieval_head_scores; nblib.lccp.downstream.retrieval_along_trajectory", "05_downstream", "done"),
     (W1, "RULER's single needles as code (beyond)", "niah_single_1-3 written in the code corpus's format (needle an "
      "assignment, answer prefix its left side) at the LCCP context and after 4x extension, with a probe ladder over "
-     "models that copy, and a ladder of levers on S5 (comment and prose haystacks, a one-token key, LCCP tokens) "
-     "with teacher-forced needle gains", "nblib.evals.code_niah.make_task; nblib.lccp.downstream.code_needle_suite; "
-     "nblib.lccp.post_training.extended_code_needle_suite; nblib.lccp.downstream.needle_lever_table", "05_downstream",
-     "done: 0 on the toy S5 models in every form (they read the needle, about a nat per value token, but do not copy "
-     "a whole multi-token value); above 0 only on Part 2's Model B and its control"),
+     "models that copy, and a ladder of levers on S5 (comment and prose haystacks, a one-token key, values of at "
+     "most two pieces, LCCP tokens) with a no-needle control, per-piece hits and teacher-forced needle gains along "
+     "the trajectory and on the trajectories of chapter 2's ladder designs", "nblib.evals.code_niah.make_task; "
+     "nblib.evals.code_niah.needle_measures; nblib.lccp.downstream.needles_along_trajectory; "
+     "nblib.lccp.post_training.needles_after; nblib.lccp.downstream.needle_lever_table; "
+     "nblib.lccp.downstream.needle_design_table", "05_downstream",
+     "done: RULER's 7-digit values score 0 on the toy's own S5 trajectory; short values are answered above their "
+     "control on the ladder's trajectories that keep improving, below a mean of 20"),
     # --- the LCCP paper: tables -----------------------------------------------------------------
     (W1, "Table 1", "model configurations S1-S5", "nblib.lccp.experiments.model_table", "02_setup", "done"),
     (W1, "§3.1 model (toy departure)", "smeared keys (Olsson et al. 2022) in the toy and smoke Llama, with the "
