@@ -319,7 +319,7 @@ design
 # share of S1-S4 trajectory points where Last4 is at or below Raw (target 85%); from I on also
 # S5's Constant trajectory (Spearman ρ of Last4 LongPPL against $D_l$, target ≤ -0.8) and the
 # Constant-Last4 law's held-out $R^2$ (Table 4, target 0.8). `code` names the commit that ran it
-# (designs I-L are budget files in `data/probes/grid_designs/`); an empty cell was not
+# (designs I-Q are budget files in `data/probes/grid_designs/`); an empty cell was not
 # measured. Records: `data/probes/toy_grid_ladder.csv`.
 
 # %%
@@ -407,18 +407,17 @@ ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 # tokens still counted in the one-head N(S1)), erodes like one head (+28%): at d32 the width
 # binds. What erodes is a narrow or shared key set, and text joining unrelated files feeds it.
 #
-# **The whole grid on that lever (ladder rows I-M).** I gives S2-S5 and the reference a KV head
-# per query head (S1 has one head) and runs LCCP at 4 x 1,024 and 10%; J moves $D_l$ to 30-50
-# with checkpoints 2 N(S1) apart; K is I on aligned windows; L is K on the paper's upper
-# short-stage budgets, $D_s$ = 270-450 N(S1), S5's trajectory from 450 as in the paper; M is L
-# on $D_l$ = 30-50. S5's Constant trajectory keeps improving on all of them (below), and raising
-# $D_s$ (K to L) lifts chapter 3's held-out $R^2$ from 0.43 / 0.73 to 0.61 / 0.86. Two things
-# still break the other targets. At $D_l$ <= 30 LCCP is still progress-limited, so Linear-Decay
-# trails Constant at every scale (K, L). And the scales do not scale alike: on L's chapter 3,
-# S1 and S2 gain at most 0.02 nats of log LongPPL from $D_s$ = 270 to 450 where S4 gains 0.24,
-# and on M, even on aligned windows, their Constant LongPPL rises from $D_l$ = 30 to 50 while
-# S3's and S4's keeps falling: $N \times D_s$ and $N \times D_l$ interactions Eq. 1 has no term
-# for. The grid therefore stays F. (Each design reruns with `make book BUDGET_FILE=...`.)
+# **The whole grid on that lever (rows I-Q).** I gives S2-S5 and the reference a KV head per
+# query head and runs LCCP at 4 x 1,024 and 10%; J moves $D_l$ to 30-50; K is I on aligned
+# windows; L is K on $D_s$ = 270-450 N(S1), S5's trajectory from 450 as the paper's; M is L on
+# $D_l$ = 30-50. On L and M, S1 and S2 (d32, d48) stop gaining from $D_s$ and $D_l$ while S3-S4
+# keep gaining. N starts the widths at d64 (d64 / 80 / 96 / 128 / 160, heads of 32): every
+# scale then gains from $D_s$ and $D_l$, chapter 3's held-out $R^2$ reaches 0.88 / 0.97 and
+# the Constant-Last4 law's S4 $R^2$ 0.96; S2 and S3 both have three heads and swap order at
+# $D_s$ = 270 (O, S2 with two heads of 40, falls below S1: LongPPL follows the count of heads
+# of 32). P puts N on $D_l$ = 30-50 and Q halves N's LCCP batch: Linear-Decay still trails
+# Constant at every S4 point (LCCP stays progress-limited), but Q lifts Last4 <= Raw from 28%
+# to 57%. The grid stays F. (Each design reruns with `make book BUDGET_FILE=...`.)
 
 # %%
 ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]
@@ -432,7 +431,7 @@ ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder
 # :::{figure} #cell-ladder-s5
 # :label: fig-ladder-s5
 # LongPPL along S5's Constant LCCP trajectory of each grid design that recorded it (Last4 solid,
-# Raw dotted; one seed). J shares I's trajectory, M shares L's. Records:
+# Raw dotted; one seed). J shares I's trajectory, M shares L's, P shares N's. Records:
 # `data/probes/toy_grid_ladder_s5.jsonl`, written by `python -m nblib.probes grid_ladder`.
 # :::
 

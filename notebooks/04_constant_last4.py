@@ -459,12 +459,13 @@ ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
 # tenth the order becomes the paper's (Linear-Decay best, Last4 at or below Raw on most
 # points), but Constant LongPPL then rises with $D_l$ on this toy, so Last4 stays above
 # Linear-Decay and chapter 3's law stops extrapolating; between 3% and 10% no rate meets
-# both chapters' targets. Designs I-M of that table give every query head its own keys and
-# run LCCP at the paper's tenth on the short stage's tokens per step (K-M on aligned windows,
-# L-M on the paper's upper short-stage budgets): S5's Constant trajectory then keeps improving
-# to 120 N(S1) (chapter 2's S5 figure), and on J's grid ($D_l$ = 30-50 N(S1)) CCC and Last4 <=
-# Raw come close to the paper's. But S1 and S2 stop gaining from $D_s$ and $D_l$ while S3-S5
-# keep gaining, so chapter 3's law fails on those short stages, and the book's grid stays F.
+# both chapters' targets. Designs I-Q of that table give every query head its own keys and
+# run LCCP at the paper's tenth (K-Q on aligned windows, L-Q on the paper's upper short-stage
+# budgets): S5's Constant trajectory then keeps improving to 120 N(S1) (chapter 2's S5
+# figure). On N and Q (widths from d64) chapter 3's law holds out of sample and the
+# Constant-Last4 law fits S4, but Linear-Decay still trails Constant at every S4 point through
+# $D_l$ = 50 N(S1), so CCC stays at 0.45-0.64: the toy's LCCP is progress-limited where the
+# paper's is noise-limited, and the book's grid stays F.
 
 # %%
 ch.done()
