@@ -382,8 +382,8 @@ else:
 # %% [markdown]
 # ### The needles on the trajectories of chapter 2's ladder
 #
-# The same probe reads the S5 trajectory of any design of chapter 2's ladder
-# (`--budget-file data/probes/grid_designs/X.toml`): designs whose Constant LCCP keeps
+# The same probe reads the S5 trajectory of any design of chapter 2's ladder (`python -m
+# nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose Constant LCCP keeps
 # improving LongPPL to the end of the trajectory, where the book's own erodes. The rows
 # below are those records (`code_needle_designs.csv`), the mean over the three single needles.
 

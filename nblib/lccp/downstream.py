@@ -263,7 +263,7 @@ def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
-    `nblib.probes.code_needle_levers --budget-file data/probes/grid_designs/X.toml`): one row
+    `python -m nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
     per (design, haystack, key and value form, Dl/N, protocol), the mean over the three
     single needles of the score, the control's score, the per-piece hit rate and the needle gain."""
     if records.empty or "budget" not in records.columns:

@@ -32,8 +32,8 @@ its short stage and Constant trajectory trained into the store up to the largest
     python -m nblib.probes code_needle_levers --forms code:magic comments:magic prose:magic \\
         prose:word code:word --points 10 120 --samples 20
     python -m nblib.probes code_needle_levers --layers 4 --forms prose:word code:magic --points 10 30
-    python -m nblib.probes code_needle_levers --budget-file data/probes/grid_designs/L.toml \\
-        --forms code:magic:short code:magic --points 10 40 80 120
+    python -m nblib.book.design_needles --budget-file data/probes/grid_designs/L.toml \\
+        --forms code:magic:short code:magic --points 10 40 80 120   # a ladder design's S5
 
 A form's optional third part is the value form (`code_niah`'s `value_form`: "ruler", RULER's
 7-digit numbers and UUIDs, or "short", values of at most two pieces, generation stopped two
@@ -50,7 +50,6 @@ import time
 import numpy as np
 import torch
 
-from nblib.book.budget_file import load_budget_file
 from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
@@ -67,8 +66,6 @@ RECORDS = ("toy_code_needle_levers.jsonl",)
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes code_needle_levers", description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="toy")
-    p.add_argument("--budget-file", default="",
-                   help="a TOML budget file (a design of chapter 2's ladder): its S5 trajectory, not the budget's")
     p.add_argument("--scale", default="S5")
     p.add_argument("--forms", nargs="+", default=["code:magic", "comments:magic", "prose:magic", "code:word",
                                                    "prose:word"],
@@ -85,12 +82,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
+    """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
+    budget file's, read by `python -m nblib.book.design_needles` (budget files are the book's)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
-    b = load_budget_file(a.budget_file) if a.budget_file else get_budget(a.budget)
-    budget_name = a.budget_file or b.name
+    b = budget or get_budget(a.budget)
+    budget_name = budget_name or b.name
     tok = get_tokenizer(b.tokenizer)
     hay = [d.text for d in get_corpus(b.corpus).split("eval")]
     store = RunStore(a.run_root)
