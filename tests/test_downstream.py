@@ -145,3 +145,13 @@ def test_needle_design_findings_read_last4_from_first_to_last_point():
     text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows)))
     assert text.count("Design K") == 1 and "Last4, Dl/N = 10 -> 120: score 0.0 -> 20.0 (control 5.0 -> 5.0)" in text
     assert "per-piece hit 0.00 -> 0.20, rho +1.00" in text and "needle gain +0.00 -> +0.40" in text
+
+
+def test_needle_trajectory_findings_name_a_constant_measure_instead_of_a_nan_rho():
+    from nblib.book.findings import needle_trajectory_findings
+
+    traj = pd.DataFrame([dict(dl=dl, protocol="Last4", score=0.0, control_score=0.0, piece_hit=h, needle_gain=g)
+                         for dl, h, g in ((10, 0.2, 1.0), (20, 0.3, 1.5), (40, 0.5, 1.2))])
+    text = needle_trajectory_findings(traj)
+    assert "(rho undefined: constant)" in text and "nan" not in text and "rho +1.00" in text
+

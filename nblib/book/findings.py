@@ -354,14 +354,16 @@ def needle_trajectory_findings(traj: pd.DataFrame, ext: pd.DataFrame | None = No
         g = traj[traj.protocol == protocol].sort_values("dl")
         if len(g) < 3:
             continue
-        rho = {c: spearmanr(g.dl, g[c]).statistic for c in ("piece_hit", "needle_gain", "score")}
+        # a measure constant along the trajectory (every score 0) has no rank correlation
+        rho = {c: (f"{spearmanr(g.dl, g[c]).statistic:+.2f}" if g[c].nunique() > 1 else "undefined: constant")
+               for c in ("piece_hit", "needle_gain", "score")}
         first, last = g.iloc[0], g.iloc[-1]
         lines.append(
             f"{protocol}, Dl/N = {first.dl:g} -> {last.dl:g}: per-piece hit rate {first.piece_hit:.2f} -> "
-            f"{last.piece_hit:.2f} (Spearman rho {rho['piece_hit']:+.2f}), needle gain {first.needle_gain:+.2f} -> "
-            f"{last.needle_gain:+.2f} nats per value token (rho {rho['needle_gain']:+.2f}), score "
+            f"{last.piece_hit:.2f} (Spearman rho {rho['piece_hit']}), needle gain {first.needle_gain:+.2f} -> "
+            f"{last.needle_gain:+.2f} nats per value token (rho {rho['needle_gain']}), score "
             f"{first.score:.1f} -> {last.score:.1f} against the control's {first.control_score:.1f} -> "
-            f"{last.control_score:.1f} (rho {rho['score']:+.2f}).")
+            f"{last.control_score:.1f} (rho {rho['score']}).")
     if ext is not None and len(ext):
         e = ext.sort_values(["dl", "protocol"])
         lines.append("After the 4x extension, score (control) from each starting point: " + "; ".join(
@@ -382,7 +384,7 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
             ["design", "haystack_form", "key_form", "value_form"], sort=False):
         g = g.sort_values("dl")
         first, last = g.iloc[0], g.iloc[-1]
-        rho = f", rho {spearmanr(g.dl, g.piece_hit).statistic:+.2f}" if len(g) >= 3 else ""
+        rho = f", rho {spearmanr(g.dl, g.piece_hit).statistic:+.2f}" if len(g) >= 3 and g.piece_hit.nunique() > 1 else ""
         lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4, Dl/N = {first.dl:g} -> {last.dl:g}: "
                      f"score {first.score:.1f} -> {last.score:.1f} (control {first.control_score:.1f} -> "
                      f"{last.control_score:.1f}), per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
