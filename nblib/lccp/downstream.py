@@ -77,31 +77,29 @@ def ruler_scores(model, tokenizer, suite: dict, max_new: int | None) -> dict:
             for t, v in suite.items()}
 
 
-def _protocol_models(budget: Budget, run: Run, points):
-    """(dl, protocol, steps, load) for the Raw checkpoint and Last4 at every Dl/N point; `load()`
-    builds the model (Last4: the uniform average of the four checkpoints, App. B.1)."""
+def _scores_along_trajectory(budget: Budget, run: Run, suite: dict, points, name: str, scores):
+    """(dl, protocol, {task: result}) for the Raw checkpoint and Last4 (the uniform average of
+    the four checkpoints, App. B.1) at every Dl/N point: `scores(model, tokenizer, suite,
+    max_new)`, cached in the run folder under `name`, the suite's key and the checkpoints."""
+    tok = get_tokenizer(budget.tokenizer)
+    key = _suite_key(suite, budget.ruler_max_new)
     for dl in points or trajectory_points(budget):
         raw = experiments.step_at(run, dl)
         last4 = experiments.last4_steps(run, dl, budget.s5_ckpt_every)
         for protocol, steps in (("Raw", [raw]), ("Last4", last4)):
-            def load(steps=steps):
-                if len(steps) == 1:
-                    return run.load_model(steps[0])
-                return run.load_model(state_dict=merge("lastM", [run.checkpoint(s).weights for s in steps],
-                                                       iterations=steps))
-            yield dl, protocol, steps, load
+            def compute(steps=steps):
+                model = run.load_model(steps[0]) if len(steps) == 1 else run.load_model(
+                    state_dict=merge("lastM", [run.checkpoint(s).weights for s in steps], iterations=steps))
+                return scores(model, tok, suite, budget.ruler_max_new)
+            tag = "-".join(map(str, steps))
+            yield dl, protocol, run.memo(f"{name}-{key}-{protocol}-{tag}", compute, steps=steps)
 
 
 def ruler_along_trajectory(budget: Budget, run: Run, suite: dict, points=None) -> pd.DataFrame:
     """RULER of the Raw checkpoint and of Last4 at every point of the trajectory (Fig. 7, Fig. 12):
     long form, columns dl, protocol (Raw | Last4), task, score."""
-    tok = get_tokenizer(budget.tokenizer)
-    key = _suite_key(suite, budget.ruler_max_new)
     rows = []
-    for dl, protocol, steps, load in _protocol_models(budget, run, points):
-        tag = "-".join(map(str, steps))
-        res = run.memo(f"ruler-{key}-{protocol}-{tag}",
-                       lambda load=load: ruler_scores(load(), tok, suite, budget.ruler_max_new), steps=steps)
+    for dl, protocol, res in _scores_along_trajectory(budget, run, suite, points, "ruler", ruler_scores):
         rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
     return pd.DataFrame(rows)
 
@@ -126,13 +124,8 @@ def needles_along_trajectory(budget: Budget, run: Run, suite: dict, points=None)
     trend, Fig. 7, in measures a small model can move): per task, RULER's score and its
     control's (the needle line removed), the per-piece hit rate and the needle gain
     (`code_niah.needle_measures`); columns dl, protocol, task and NEEDLE_COLUMNS."""
-    tok = get_tokenizer(budget.tokenizer)
-    key = _suite_key(suite, budget.ruler_max_new)
     rows = []
-    for dl, protocol, steps, load in _protocol_models(budget, run, points):
-        tag = "-".join(map(str, steps))
-        res = run.memo(f"needles-{key}-{protocol}-{tag}",
-                       lambda load=load: needle_scores(load(), tok, suite, budget.ruler_max_new), steps=steps)
+    for dl, protocol, res in _scores_along_trajectory(budget, run, suite, points, "needles", needle_scores):
         rows += needle_rows(res, dl=dl, protocol=protocol)
     return pd.DataFrame(rows)
 
