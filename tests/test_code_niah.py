@@ -258,3 +258,20 @@ def test_needle_measures_of_an_exact_copier_against_its_control(short_samples):
         lp = C.needle_logprobs(_Copier(TOK.vocab_size), TOK, s)
         assert lp["with"] > -1e-6 and lp["piece_hit"] == 1.0
     assert m["needle_gain"] > 0
+
+
+@pytest.mark.parametrize("value_form", ["short", "ruler"])
+def test_retrieval_scores_every_piece_of_the_value(value_form):
+    """Fig. 18's retrieval score is over the value's own pieces: they decode to the value (a
+    BPE writes " 434" as " 4" + "34", and the leading-space piece holds the first digit), and
+    each of them holds some of its characters."""
+    from nblib.metrics.attention_maps import needle_value_tokens
+    for t in C.TASKS:
+        for s in C.make_task(t, TOK, 384, 4, seed=2, haystack=HAY, value_form=value_form):
+            ids, needle_tok, value_tok = needle_value_tokens(TOK, s)
+            value, = s.answers
+            assert value_tok and set(value_tok) <= set(needle_tok)
+            assert value_tok == list(range(value_tok[0], value_tok[-1] + 1))
+            assert value in TOK.decode(ids[value_tok])
+            for drop in (value_tok[1:], value_tok[:-1]):  # every piece carries some of the value
+                assert value not in TOK.decode(ids[drop]) if drop else True

@@ -151,7 +151,8 @@ def retrieval_along_trajectory(budget: Budget, run: Run, suite: dict, task: str 
     frames = []
     for dl in points or trajectory_points(budget):
         step = experiments.step_at(run, dl)
-        res = run.memo(f"retrieval-{key}-{step}", lambda step=step: retrieval_head_scores(
+        # "v2": scores over every piece of the value, its leading-space piece included
+        res = run.memo(f"retrieval-v2-{key}-{step}", lambda step=step: retrieval_head_scores(
             run.load_model(step), tok, samples).to_dict(orient="list"), steps=[step])
         frames.append(pd.DataFrame(res).assign(dl=dl))
     # a memo read back from JSON lists its keys sorted: fix the column and row order so a

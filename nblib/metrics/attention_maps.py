@@ -349,6 +349,20 @@ def retrieval_hits(p: torch.Tensor, ids: torch.Tensor, queries, targets, span: t
     return ((top >= a) & (top < b) & (ids[top] == tgt[None])).sum(1)
 
 
+def needle_value_tokens(tokenizer, sample) -> tuple[np.ndarray, list[int], list[int]]:
+    """The token ids of `sample.text`, the positions of the tokens inside its first needle, and
+    the positions of the needle tokens that hold the value: every piece that overlaps the
+    value's characters, the leading-space piece included (a BPE writes " 434" as " 4" + "34";
+    dropping " 4" would leave "34", which is not the value the model has to produce)."""
+    a, b = sample.needles[0]
+    ids, offsets = tokenizer.encode_with_offsets(sample.text)
+    needle_tok = [i for i, (x, y) in enumerate(offsets.tolist()) if x >= a and y <= b]
+    value_at = sample.prompt.index(sample.answers[0], a)
+    value_end = value_at + len(sample.answers[0])
+    value_tok = [i for i in needle_tok if offsets[i][1] > value_at and offsets[i][0] < value_end]
+    return ids, needle_tok, value_tok
+
+
 @torch.no_grad()
 def retrieval_head_scores(model, tokenizer, samples) -> pd.DataFrame:
     """Retrieval score of every head on single-needle RULER samples, teacher-forced: the
@@ -357,11 +371,7 @@ def retrieval_head_scores(model, tokenizer, samples) -> pd.DataFrame:
     Columns layer, head, score."""
     total, n_tok = {}, 0
     for s in samples:
-        a, b = s.needles[0]
-        ids, offsets = tokenizer.encode_with_offsets(s.text)
-        needle_tok = [i for i, (x, y) in enumerate(offsets.tolist()) if x >= a and y <= b]
-        value_at = s.prompt.index(s.answers[0], a)
-        value_tok = [i for i in needle_tok if offsets[i][0] >= value_at]
+        ids, needle_tok, value_tok = needle_value_tokens(tokenizer, s)
         seq = torch.as_tensor(np.concatenate([ids, ids[value_tok]]), dtype=torch.long)
         start = len(ids)
         queries = [start - 1 + i for i in range(len(value_tok))]
