@@ -385,7 +385,8 @@ else:
 # The same probe reads the S5 trajectory of any design of chapter 2's ladder (`python -m
 # nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose Constant LCCP keeps
 # improving LongPPL to the end of the trajectory, where the book's own erodes. The rows
-# below are those records (`code_needle_designs.csv`), the mean over the three single needles.
+# below are those records (`code_needle_designs.csv`), the mean over the three single needles,
+# with Fig. 18's best retrieval head on `niah_single_2_code`'s prompts at each point.
 
 # %%
 all_lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame()

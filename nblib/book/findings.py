@@ -375,7 +375,8 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
     """The code-form needles on chapter 2's ladder designs in words
     (`downstream.needle_design_table`): per design and form, Last4's score against its control
     and its per-piece hit rate and needle gain from the first to the last probed point, with
-    Spearman rho of the hit rate against Dl where three or more points were probed."""
+    Spearman rho of the hit rate against Dl where three or more points were probed, and the
+    best retrieval head (Fig. 18) where the records have it."""
     from scipy.stats import spearmanr
 
     lines = []
@@ -388,7 +389,10 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
         lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4, Dl/N = {first.dl:g} -> {last.dl:g}: "
                      f"score {first.score:.1f} -> {last.score:.1f} (control {first.control_score:.1f} -> "
                      f"{last.control_score:.1f}), per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
-                     f"needle gain {first.needle_gain:+.2f} -> {last.needle_gain:+.2f} nats per value token.")
+                     f"needle gain {first.needle_gain:+.2f} -> {last.needle_gain:+.2f} nats per value token"
+                     + (f", best retrieval head {first.best_retrieval_head:.2f} -> {last.best_retrieval_head:.2f}"
+                        if pd.notna(g.get("best_retrieval_head", pd.Series([np.nan] * len(g))).iloc[[0, -1]]).all()
+                        else "") + ".")
     return bullets(lines)
 
 

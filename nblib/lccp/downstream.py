@@ -259,7 +259,9 @@ def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
     `python -m nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
     per (design, haystack, key and value form, Dl/N, protocol), the mean over the three
-    single needles of the score, the control's score, the per-piece hit rate and the needle gain."""
+    single needles of the score, the control's score, the per-piece hit rate and the needle gain,
+    and the best retrieval head on niah_single_2's prompts (NaN for records made before the
+    probe scored heads)."""
     if records.empty or "budget" not in records.columns:
         return pd.DataFrame()
     r = records[records["budget"].astype(str).str.endswith(".toml")]
@@ -268,8 +270,12 @@ def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     r = r.assign(design=r["budget"].map(lambda p: p.rsplit("/", 1)[-1].removesuffix(".toml")),
                  value_form=r["value_form"].fillna("ruler") if "value_form" in r else "ruler")
     keys = ["design", "haystack_form", "key_form", "value_form", "dl", "protocol"]
-    t = r.drop_duplicates(keys + ["task"], keep="last").groupby(keys, sort=True)
-    return t.agg(score=("score", "mean"), control_score=("control_score", "mean"),
-                 piece_hit=("value_piece_hit", "mean"), needle_gain=("needle_gain", "mean"),
-                 tasks=("task", "nunique"))
+    r = r.drop_duplicates(keys + ["task"], keep="last")
+    t = r.groupby(keys, sort=True).agg(score=("score", "mean"), control_score=("control_score", "mean"),
+                                       piece_hit=("value_piece_hit", "mean"), needle_gain=("needle_gain", "mean"),
+                                       tasks=("task", "nunique"))
+    if "retrieval_best" in r:  # Fig. 18's task: the best retrieval head on niah_single_2's prompts
+        fig18 = r[r["task"] == "niah_single_2_code"].set_index(keys)["retrieval_best"]
+        t["best_retrieval_head"] = fig18.reindex(t.index)
+    return t
 

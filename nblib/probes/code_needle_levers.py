@@ -19,8 +19,10 @@ cache, as chapter 5) and teacher-forced measures that show progress before a nee
 answered: the mean log-probability per token of the needle's value after the answer prefix,
 its gain over the same prompt with the needle line removed (nats per token; 0: the model does
 not use the needle), the share of prompts whose first value token is the model's argmax, the
-share of value pieces that are the argmax given the true pieces before them, and the share of
-prompts where every piece is (teacher-forced: what greedy decoding needs, one piece at a time).
+share of value pieces that are the argmax given the true pieces before them, the share of
+prompts where every piece is (teacher-forced: what greedy decoding needs, one piece at a time),
+and the retrieval heads (App. D.3, Fig. 18; `attention_maps.retrieval_head_scores`): the best
+head's score and the count above 0.1.
 One JSON line per (form, length, point, protocol, task) goes to
 data/probes/toy_code_needle_levers.jsonl. It reads the book's run store (chapter 4's
 S5 trajectory must exist: run chapters 1-4 first).
@@ -56,6 +58,7 @@ from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
 from nblib.lccp import experiments
 from nblib.lccp.merge import merge
+from nblib.metrics.attention_maps import retrieval_head_scores
 from nblib.probes import results
 from nblib.store.runstore import RunStore
 from nblib.training.runner import get_or_run_many
@@ -127,13 +130,15 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
                         samples = CN.make_task(task, tok, length, a.samples, seed=0, haystack=hay,
                                                haystack_form=hf, key_form=kf, value_form=vf)
                         m = CN.needle_measures(model, tok, samples, b.ruler_max_new)
+                        heads = retrieval_head_scores(model, tok, samples).score
                         example = R.predict(model, tok, samples[len(samples) // 2:][:1], b.ruler_max_new)[0]
                         rec = {"budget": budget_name, "scale": a.scale, "layers": layers, "run": run.hash, "dl": dl,
                                "protocol": protocol, "length": length, "haystack_form": hf, "key_form": kf,
                                "value_form": vf, "task": task, "n": len(samples), "score": m["score"],
                                "control_score": m["control_score"], "needle_gain": m["needle_gain"],
                                "first_token_hit": m["first_hit"], "value_piece_hit": m["piece_hit"],
-                               "whole_value_hit": m["whole_hit"], "example": example[:40],
+                               "whole_value_hit": m["whole_hit"], "retrieval_best": float(heads.max()),
+                               "retrieval_heads": int((heads > 0.1).sum()), "example": example[:40],
                                "wall_s": round(time.time() - t0, 1)}
                         results.append_record(a.out, rec, module=__spec__.name, argv=argv)
                         print(f"Dl {dl:g} {protocol:5s} {length} {hf}:{kf}:{vf} {task}: score {rec['score']:.0f} "
