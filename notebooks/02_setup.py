@@ -319,7 +319,7 @@ design
 # share of S1-S4 trajectory points where Last4 is at or below Raw (target 85%); from I on also
 # S5's Constant trajectory (Spearman ρ of Last4 LongPPL against $D_l$, target ≤ -0.8) and the
 # Constant-Last4 law's held-out $R^2$ (Table 4, target 0.8). `code` names the commit that ran it
-# (designs I-Q are budget files in `data/probes/grid_designs/`); an empty cell was not
+# (designs I-R are budget files in `data/probes/grid_designs/`); an empty cell was not
 # measured. Records: `data/probes/toy_grid_ladder.csv`.
 
 # %%
@@ -407,17 +407,17 @@ ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 # tokens still counted in the one-head N(S1)), erodes like one head (+28%): at d32 the width
 # binds. What erodes is a narrow or shared key set, and text joining unrelated files feeds it.
 #
-# **The whole grid on that lever (rows I-Q).** I gives S2-S5 and the reference a KV head per
+# **The whole grid on that lever (rows I-R).** I gives S2-S5 and the reference a KV head per
 # query head and runs LCCP at 4 x 1,024 and 10%; J moves $D_l$ to 30-50; K is I on aligned
 # windows; L is K on $D_s$ = 270-450 N(S1), S5's trajectory from 450 as the paper's; M is L on
-# $D_l$ = 30-50. On L and M, S1 and S2 (d32, d48) stop gaining from $D_s$ and $D_l$ while S3-S4
-# keep gaining. N starts the widths at d64 (d64 / 80 / 96 / 128 / 160, heads of 32): every
-# scale then gains from $D_s$ and $D_l$, chapter 3's held-out $R^2$ reaches 0.88 / 0.97 and
-# the Constant-Last4 law's S4 $R^2$ 0.96; S2 and S3 both have three heads and swap order at
-# $D_s$ = 270 (O, S2 with two heads of 40, falls below S1: LongPPL follows the count of heads
-# of 32). P puts N on $D_l$ = 30-50 and Q halves N's LCCP batch: Linear-Decay still trails
-# Constant at every S4 point (LCCP stays progress-limited), but Q lifts Last4 <= Raw from 28%
-# to 57%. The grid stays F. (Each design reruns with `make book BUDGET_FILE=...`.)
+# $D_l$ = 30-50. On L and M, S1 and S2 (d32, d48) stop gaining from $D_s$ and $D_l$. N starts
+# the widths at d64 (d64 / 80 / 96 / 128 / 160, heads of 32): every scale gains from $D_s$ and
+# $D_l$, chapter 3's $R^2$ reaches 0.88 / 0.97, but S2 and S3 (three heads each) swap order at
+# $D_s$ = 270 (O: S2 with two heads of 40 falls below S1). P puts N on $D_l$ = 30-50: LD still
+# trails. Q and R take N's LCCP to 2 and 1 x 1,024 tokens a step: Last4 <= Raw 28% -> 57% ->
+# 79%, Last4 - LD -1.45 -> -0.70 -> -0.43, and on R the Constant-Last4 law fits S4 and S5 (0.84 /
+# 0.88) and Eq. 2's 60N prefix misses S5's end by 2%; but LD is still the worst at S4 and
+# chapter 3's S4 $R^2$ falls to 0.69. The grid stays F. (`make book BUDGET_FILE=...` reruns any.)
 
 # %%
 ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]
