@@ -87,6 +87,7 @@ print(f"trajectory at {scale}; joint fits on {fit_scales}")
 # %%
 ev = Evaluator.build(b, ch.store)
 ld = experiments.linear_decay_table(ev)  # Chapter 3's runs: cached
+experiments.train_constant_runs(ev, scales=tuple(s for s in SCALES if s != "S5"), trajectory_scale=scale)
 const = experiments.constant_table(ev, scales=tuple(s for s in SCALES if s != "S5"))
 traj = experiments.trajectory_run(ev, scale)
 print(f"{const.run.nunique()} Constant trajectories at S1-S4, {len(const)} raw/Last4 evaluations; "

@@ -99,6 +99,18 @@ def trajectory_run(ev: Evaluator, scale: str, workers=None) -> Run:
                            desc=f"{scale} trajectory")[-1]
 
 
+def train_constant_runs(ev: Evaluator, scales=("S1", "S2", "S3", "S4"), trajectory_scale: str = "S5",
+                        workers=None) -> None:
+    """Train whatever the store lacks of chapter 4's Constant runs (`constant_configs` at
+    `scales`, and the long trajectory at `trajectory_scale` with its short-stage lineage) in one
+    pool: the long trajectory, the longest chain, starts first and the other workers take the
+    S1-S4 trajectories beside it, where two separate calls left a core idle while it trained
+    alone. Every run still trains in a one-thread worker, so the weights are the same."""
+    b = ev.budget
+    get_or_run_many(ev.store, constant_configs(b, scales, None) + trajectory_lineage(b, trajectory_scale),
+                    workers=workers, desc="Constant trajectories")
+
+
 def step_at(run: Run, dl_mult: float) -> int:
     """The checkpoint step at Dl = dl_mult * N on a Constant trajectory (grid.checkpoint_step)."""
     return grid.checkpoint_step(run.config, dl_mult)
