@@ -59,3 +59,22 @@ def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
         P.main(["--budget", "smoke", "--dls", "0.02", "--run-root", str(tmp_path)])
     with pytest.raises(SystemExit, match=r"probe 'pair' does not take a budget file; allowed: .*protocol_horizon"):
         design_probe.main(["--budget-file", "data/probes/grid_designs/R.toml", "pair"])
+
+
+def test_the_table_pairs_protocols_and_the_findings_name_where_ld_turns():
+    import pandas as pd
+
+    from nblib.book.findings import protocol_horizon_findings
+
+    rows = [dict(budget="data/probes/grid_designs/R.toml", scale="S4", ds=450, dl=dl, protocol=p, longppl=v)
+            for dl, vals in ((30, (6.3, 6.0, 5.9)), (60, (5.5, 5.5, 5.4)), (120, (4.8, 5.0, 4.9)))
+            for p, v in zip(("LD", "Raw", "Last4"), vals)]
+    rows.append(dict(rows[0], longppl=6.4))  # a later record of the same point wins
+    t = experiments.protocol_horizon_table(pd.DataFrame(rows))
+    assert list(t.columns) == ["design", "scale", "ds", "dl", "LD", "Raw", "Last4", "LD - Raw", "LD - Last4"]
+    assert t.design.unique().tolist() == ["R"] and t.dl.tolist() == [30, 60, 120]
+    assert t["LD - Raw"].round(2).tolist() == [0.4, 0.0, -0.2] and t["LD - Last4"].round(2).tolist() == [0.5, 0.1, -0.1]
+    text = protocol_horizon_findings(t)
+    assert "LD - Raw +0.40, +0.00, -0.20" in text and "at or below Raw from Dl = 60 on" in text
+    text = protocol_horizon_findings(t[t.dl < 60])
+    assert "stays above Raw at every Dl probed" in text
