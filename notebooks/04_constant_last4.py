@@ -67,6 +67,7 @@ from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPP
 from nblib.budgets import SCALES, get_budget, trajectory_compute
 from nblib.lccp import experiments, grid, merge, scaling
 from nblib.lccp.evaluation import Evaluator
+from nblib.probes import record_path, records
 
 ch = Chapter("04_constant_last4", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root,
              scale=scale, allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
@@ -87,6 +88,7 @@ print(f"trajectory at {scale}; joint fits on {fit_scales}")
 # %%
 ev = Evaluator.build(b, ch.store)
 ld = experiments.linear_decay_table(ev)  # Chapter 3's runs: cached
+experiments.train_constant_runs(ev, scales=tuple(s for s in SCALES if s != "S5"), trajectory_scale=scale)
 const = experiments.constant_table(ev, scales=tuple(s for s in SCALES if s != "S5"))
 traj = experiments.trajectory_run(ev, scale)
 print(f"{const.run.nunique()} Constant trajectories at S1-S4, {len(const)} raw/Last4 evaluations; "
@@ -469,6 +471,24 @@ ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
 # 0.88) and Eq. 2 on the 60 N(S1) prefix misses S5's last point by 2%. Linear-Decay still trails
 # Constant at S4 on every design (R: 6.34 against Raw 6.05), so CCC stays at 0.45-0.68: the
 # toy's LCCP is progress-limited where the paper's is noise-limited, and the book's grid stays F.
+#
+# **Where would Linear-Decay catch up?** If the toy's LCCP is progress-limited on the grid's
+# $D_l$, a decayed run should catch up with the constant one further out, where progress slows
+# and the iterate's noise is what is left. The probe `protocol_horizon` measures it past the
+# grid: Linear-Decay runs to each $D_l$ against one Constant trajectory scored Raw and Last4 at
+# the same $D_l$, from the largest $D_s$ (`python -m nblib.book.design_probe --budget-file
+# data/probes/grid_designs/R.toml protocol_horizon --scales S4 S5 --dls 30 60 120`; records in
+# `toy_protocol_horizon.jsonl`, one seed).
+
+# %%
+horizon_path = record_path("toy_protocol_horizon")
+horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon")) if horizon_path.exists() else None
+if horizon is not None and len(horizon):
+    ch.save_table(horizon, "protocol_horizon")
+    display(horizon.round(3))
+    ch.markdown(findings.protocol_horizon_findings(horizon))
+else:
+    print(f"no records at {horizon_path}")
 
 # %%
 ch.done()

@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nblib.book.budget_file import load_budget_file
-from nblib.probes import code_needle_levers
+from nblib.book.design_probe import run
 
 
 def main(argv=None) -> int:
@@ -22,7 +21,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m nblib.book.design_needles", description=__doc__.splitlines()[0])
     p.add_argument("--budget-file", required=True, help="a TOML budget file, e.g. data/probes/grid_designs/K.toml")
     a, rest = p.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    return code_needle_levers.main(rest, budget=load_budget_file(a.budget_file), budget_name=a.budget_file)
+    return run("code_needle_levers", a.budget_file, rest)
 
 
 if __name__ == "__main__":

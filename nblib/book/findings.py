@@ -430,3 +430,21 @@ def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t
         f"{RETRIEVAL_HEADS['count_end'][0]}-{RETRIEVAL_HEADS['count_end'][1]}); best head {heads.score.max():.2f}.",
     ]
     return bullets(lines)
+
+
+def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
+    """`experiments.protocol_horizon_table` in words: per design and scale, LD - Raw and
+    LD - Last4 at each Dl probed, and the first Dl where Linear-Decay is at or below Raw (the
+    paper's order, Fig. 4b), or that it stays above at every one."""
+    lines = []
+    for (design, scale, ds), g in horizon.groupby(["design", "scale", "ds"], sort=False):
+        g = g.sort_values("dl")
+        at = [f"{d:g}" for d in g.dl]
+        turn = g[g["LD - Raw"] <= 0]
+        lines.append(f"Design {design}, {scale} from Ds = {ds:g}, Dl = {', '.join(at)}: LD - Raw "
+                     + ", ".join(f"{v:+.2f}" for v in g["LD - Raw"]) + "; LD - Last4 "
+                     + ", ".join(f"{v:+.2f}" for v in g["LD - Last4"]) + " (LongPPL; < 0: the decayed run is better). "
+                     + (f"Linear-Decay is at or below Raw from Dl = {turn.dl.iloc[0]:g} on." if len(turn)
+                        else "Linear-Decay stays above Raw at every Dl probed."))
+    return bullets(lines)
+

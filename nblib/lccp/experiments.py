@@ -99,6 +99,18 @@ def trajectory_run(ev: Evaluator, scale: str, workers=None) -> Run:
                            desc=f"{scale} trajectory")[-1]
 
 
+def train_constant_runs(ev: Evaluator, scales=("S1", "S2", "S3", "S4"), trajectory_scale: str = "S5",
+                        workers=None) -> None:
+    """Train whatever the store lacks of chapter 4's Constant runs (`constant_configs` at
+    `scales`, and the long trajectory at `trajectory_scale` with its short-stage lineage) in one
+    pool: the long trajectory, the longest chain, starts first and the other workers take the
+    S1-S4 trajectories beside it, where two separate calls left a core idle while it trained
+    alone. Every run still trains in a one-thread worker, so the weights are the same."""
+    b = ev.budget
+    get_or_run_many(ev.store, constant_configs(b, scales, None) + trajectory_lineage(b, trajectory_scale),
+                    workers=workers, desc="Constant trajectories")
+
+
 def step_at(run: Run, dl_mult: float) -> int:
     """The checkpoint step at Dl = dl_mult * N on a Constant trajectory (grid.checkpoint_step)."""
     return grid.checkpoint_step(run.config, dl_mult)
@@ -322,3 +334,19 @@ def spacing_means(sp: pd.DataFrame, default: str) -> pd.DataFrame:
     t["Δ LongPPL vs default"] = t.longppl - ref.longppl
     t["Δ ShortPPL vs default"] = t.shortppl - ref.shortppl
     return t
+
+
+def protocol_horizon_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Linear-Decay against Constant past the grid's Dl (§4.1, Fig. 4b; records of `python -m
+    nblib.probes protocol_horizon`): one row per (design, scale, Ds, Dl) with the LongPPL of LD,
+    Raw and Last4, and LD - Raw and LD - Last4 (< 0: the decayed run is better). A design is
+    its budget file's name (R for .../R.toml), else the budget's."""
+    if records.empty:
+        return pd.DataFrame()
+    keys = ["design", "scale", "ds", "dl"]
+    r = records.assign(design=records["budget"].map(lambda p: str(p).rsplit("/", 1)[-1].removesuffix(".toml")))
+    r = r.drop_duplicates(keys + ["protocol"], keep="last")
+    t = r.pivot_table(index=keys, columns="protocol", values="longppl", sort=True).reindex(columns=["LD", "Raw", "Last4"])
+    t.columns.name = None
+    t["LD - Raw"], t["LD - Last4"] = t["LD"] - t["Raw"], t["LD"] - t["Last4"]
+    return t.reset_index()

@@ -18,6 +18,7 @@ chapters read. One module per probe, each with a `main(argv)`; one entry point:
     grid_ladder         2        toy_grid_ladder.csv                             (rows measured by hand)
     erosion             2        toy_erosion_probe                               (new)
     trajectory_copy     4        toy_trajectory_copy_probe                       toy_trajectory_copy_probe.py
+    protocol_horizon    4        toy_protocol_horizon                            (new)
     ruler_copy          5        toy_ruler_copy_probe                            toy_ruler_copy_probe.py
     code_needle_levers  5        toy_code_needle_levers                          toy_code_needle_levers.py
     pair                6        pair_probe                                      pair_probe.py
@@ -46,6 +47,7 @@ PROBES = {
     "grid_ladder": "nblib.probes.grid_ladder",
     "erosion": "nblib.probes.erosion",
     "trajectory_copy": "nblib.probes.trajectory_copy",
+    "protocol_horizon": "nblib.probes.protocol_horizon",
     "ruler_copy": "nblib.probes.ruler_copy",
     "code_needle_levers": "nblib.probes.code_needle_levers",
     "pair": "nblib.probes.pair",

@@ -1,0 +1,107 @@
+"""Linear-Decay against Constant LCCP past the grid's Dl (chapter 4, "Where would Linear-Decay
+catch up?").
+
+The LCCP paper's §4 finds Constant-Last4 on a par with Linear-Decay (Fig. 4b, CCC 0.98 at S4)
+and Linear-Decay at or below Constant-Raw: at its scale the constant-LR iterate is
+noise-limited, and decaying the LR or averaging checkpoints removes the noise. On the toy's
+grid (Dl = 10-30 N(S1)) Linear-Decay trails Constant at S4 on every design tried: LCCP is still
+progress-limited there, and a decay to a tenth of the rate gives up more progress than it
+removes noise. This probe asks where that turns: from the grid's short-stage endpoint at
+(scale, Ds), Linear-Decay runs to each Dl of `--dls` (the grid's `lccp_linear_decay` config,
+its decay spread over that Dl) against one Constant trajectory (the grid's `lccp_constant`,
+seed 0, extended to the largest Dl; at S5 from the largest Ds it is chapter 4's trajectory),
+scored Raw and Last4 at the same Dl, through the book's trainer and LongPPL evaluator. One JSON
+line per (scale, Ds, Dl, protocol) goes to data/probes/toy_protocol_horizon.jsonl.
+
+    python -m nblib.probes protocol_horizon --scales S4 --dls 30 60 120   # the book's budget
+    python -m nblib.book.design_probe --budget-file data/probes/grid_designs/R.toml \\
+        protocol_horizon --scales S4 S5 --dls 30 60 120                    # a ladder design's
+
+It trains what the store lacks (the short stages too) in one pool of one-thread workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from nblib.budgets import get_budget
+from nblib.lccp import experiments, grid
+from nblib.lccp.evaluation import Evaluator, evaluate_many
+from nblib.probes import results
+from nblib.store.runstore import RunStore
+from nblib.training.runner import get_or_run_many
+
+RECORDS = ("toy_protocol_horizon.jsonl",)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nblib.probes protocol_horizon", description=__doc__.splitlines()[0])
+    p.add_argument("--budget", default="toy")
+    p.add_argument("--scales", nargs="+", default=["S4", "S5"])
+    p.add_argument("--ds", type=float, default=0, help="short-stage budget in the budget's unit (0: its largest Ds)")
+    p.add_argument("--dls", type=float, nargs="+", default=[30, 60, 120], help="LCCP budgets Dl in the budget's unit")
+    p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
+    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    return p
+
+
+def constant_config(b, scale: str, ds: float, until: float):
+    """The Constant trajectory the probe scores: chapter 4's long trajectory where it is the one
+    asked for (S5 from the largest Ds, long enough), else the grid's seed-0 trajectory at
+    (scale, Ds) extended to `until` (a trajectory's length is not part of its identity)."""
+    if ds == b.ds_multiples[-1] and scale == "S5" and b.s5_trajectory >= until:
+        return experiments.trajectory_config(b, scale)
+    return grid.lccp_constant(b, scale, ds, until, 0, ckpt_every=b.constant_ckpt_every)
+
+
+def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
+    """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
+    budget file's, read by `python -m nblib.book.design_probe` (budget files are the book's)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser().parse_args(argv)
+    b = budget or get_budget(a.budget)
+    budget_name = budget_name or b.name
+    ds = a.ds or b.ds_multiples[-1]
+    if ds not in b.ds_multiples:
+        raise SystemExit(f"error: --ds {ds:g} is not one of this budget's Ds multiples {list(b.ds_multiples)}")
+    if min(a.dls) < 4 * b.constant_ckpt_every:
+        raise SystemExit(f"error: --dls {min(a.dls):g} leaves no room for Last4's four checkpoints "
+                         f"{b.constant_ckpt_every:g} apart; allowed: Dl >= {4 * b.constant_ckpt_every:g}")
+    store = RunStore(a.run_root)
+    ev = Evaluator.build(b, store)
+    top = max(a.dls)
+    plan, cfgs = [], []
+    for scale in a.scales:
+        short = grid.short_stage(b, scale)
+        const = constant_config(b, scale, ds, top)
+        lds = {dl: grid.lccp_linear_decay(b, scale, ds, dl) for dl in a.dls}
+        cfgs += [short.trunk, short.wsd[ds], const, *lds.values()]
+        plan.append((scale, const, lds))
+    t0 = time.time()
+    get_or_run_many(store, cfgs, desc="protocol horizon")
+    jobs, meta = [], []
+    for scale, const, lds in plan:
+        run = store.run(const)
+        spacing = b.s5_ckpt_every if const.hash == experiments.trajectory_config(b, "S5").hash else b.constant_ckpt_every
+        for dl in a.dls:
+            jobs += [(lds[dl].hash, "raw", "final", None, {}),
+                     (run.hash, "raw", experiments.step_at(run, dl), None, {}),
+                     (run.hash, "merged", experiments.last4_steps(run, dl, spacing), "lastM", {"m": 4})]
+            meta += [(scale, dl, "LD", lds[dl].hash), (scale, dl, "Raw", run.hash), (scale, dl, "Last4", run.hash)]
+    res = evaluate_many(ev, jobs, desc="LongPPL (protocol horizon)")
+    wall = round(time.time() - t0, 1)
+    rows = [{"budget": budget_name, "scale": scale, "ds": ds, "dl": dl, "protocol": protocol,
+             "longppl": r["long_ppl"], "shortppl": r["short_ppl"], "run": h, "wall_s": wall}
+            for (scale, dl, protocol, h), r in zip(meta, res)]
+    results.append_records(a.out, rows, module=__spec__.name, argv=argv)
+    for scale, dl in dict.fromkeys((r["scale"], r["dl"]) for r in rows):
+        got = {r["protocol"]: r["longppl"] for r in rows if r["scale"] == scale and r["dl"] == dl}
+        print(f"{scale} Ds {ds:g} Dl {dl:g}: LongPPL LD {got['LD']:.3f}  Raw {got['Raw']:.3f}  "
+              f"Last4 {got['Last4']:.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

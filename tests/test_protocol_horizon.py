@@ -1,0 +1,80 @@
+"""nblib.probes.protocol_horizon at smoke on a scratch store: Linear-Decay, Constant-Raw and
+Last4 at each Dl, checked against chapter 3's and chapter 4's own tables where the Dl is on the
+grid, and the design-probe entry point's refusals."""
+
+import json
+
+import pytest
+
+from nblib.book import design_probe
+from nblib.budgets import get_budget
+from nblib.lccp import experiments, grid
+from nblib.lccp.evaluation import Evaluator
+from nblib.probes import protocol_horizon as P
+from nblib.store.runstore import RunStore
+
+
+@pytest.fixture(scope="module")
+def horizon(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    out = root / "horizon.jsonl"
+    b = get_budget("smoke")
+    dls = [b.dl_multiples[-1], 2 * b.dl_multiples[-1]]  # the grid's largest Dl, and twice it
+    assert P.main(["--budget", "smoke", "--scales", "S4", "--dls", *map(str, dls), "--run-root", str(root),
+                   "--out", str(out)]) == 0
+    return b, root, dls, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_one_record_per_dl_and_protocol_from_the_grids_configs(horizon):
+    b, root, dls, rows = horizon
+    assert [(r["dl"], r["protocol"]) for r in rows] == [(d, p) for d in dls for p in ("LD", "Raw", "Last4")]
+    ds = b.ds_multiples[-1]
+    for r in rows:
+        assert r["scale"] == "S4" and r["ds"] == ds and r["budget"] == "smoke" and r["longppl"] > 1
+        want = (grid.lccp_linear_decay(b, "S4", ds, r["dl"]) if r["protocol"] == "LD"
+                else grid.lccp_constant(b, "S4", ds, max(dls), 0, ckpt_every=b.constant_ckpt_every))
+        assert r["run"] == want.hash
+
+
+def test_on_the_grid_it_agrees_with_chapters_3_and_4(horizon):
+    """At the grid's largest Dl the probe's LD is chapter 3's table and its Raw and Last4 are
+    chapter 4's (the seed-0 trajectory, extended past the grid, scored at the same checkpoint)."""
+    b, root, dls, rows = horizon
+    ev = Evaluator.build(b, RunStore(root))
+    ld = experiments.linear_decay_table(ev, scales=("S4",))
+    const = experiments.constant_table(ev, scales=("S4",))
+    at = {r["protocol"]: r for r in rows if r["dl"] == b.dl_multiples[-1]}
+    ds = b.ds_multiples[-1]
+    pick = ld[(ld.ds_mult == ds) & (ld.dl_mult == b.dl_multiples[-1])]
+    assert at["LD"]["longppl"] == pytest.approx(float(pick.longppl.iloc[0]), rel=1e-9)
+    c = const[(const.ds_mult == ds) & (const.dl_mult == b.dl_multiples[-1]) & (const.seed == 0)]
+    for protocol, rule in (("Raw", "raw"), ("Last4", "last4")):
+        assert at[protocol]["longppl"] == pytest.approx(float(c[c.rule == rule].longppl.iloc[0]), rel=1e-9)
+
+
+def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
+    with pytest.raises(SystemExit, match=r"--ds 7 is not one of this budget's Ds multiples"):
+        P.main(["--budget", "smoke", "--ds", "7", "--run-root", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"allowed: Dl >= 0.08"):
+        P.main(["--budget", "smoke", "--dls", "0.02", "--run-root", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"probe 'pair' does not take a budget file; allowed: .*protocol_horizon"):
+        design_probe.main(["--budget-file", "data/probes/grid_designs/R.toml", "pair"])
+
+
+def test_the_table_pairs_protocols_and_the_findings_name_where_ld_turns():
+    import pandas as pd
+
+    from nblib.book.findings import protocol_horizon_findings
+
+    rows = [dict(budget="data/probes/grid_designs/R.toml", scale="S4", ds=450, dl=dl, protocol=p, longppl=v)
+            for dl, vals in ((30, (6.3, 6.0, 5.9)), (60, (5.5, 5.5, 5.4)), (120, (4.8, 5.0, 4.9)))
+            for p, v in zip(("LD", "Raw", "Last4"), vals)]
+    rows.append(dict(rows[0], longppl=6.4))  # a later record of the same point wins
+    t = experiments.protocol_horizon_table(pd.DataFrame(rows))
+    assert list(t.columns) == ["design", "scale", "ds", "dl", "LD", "Raw", "Last4", "LD - Raw", "LD - Last4"]
+    assert t.design.unique().tolist() == ["R"] and t.dl.tolist() == [30, 60, 120]
+    assert t["LD - Raw"].round(2).tolist() == [0.4, 0.0, -0.2] and t["LD - Last4"].round(2).tolist() == [0.5, 0.1, -0.1]
+    text = protocol_horizon_findings(t)
+    assert "LD - Raw +0.40, +0.00, -0.20" in text and "at or below Raw from Dl = 60 on" in text
+    text = protocol_horizon_findings(t[t.dl < 60])
+    assert "stays above Raw at every Dl probed" in text
