@@ -490,5 +490,13 @@ if horizon is not None and len(horizon):
 else:
     print(f"no records at {horizon_path}")
 
+# %% [markdown]
+# On design R, Linear-Decay trails Constant-Raw at $D_l$ = 30 and 60 N(S1) at S4 and S5 and is
+# the best of the three at 120: the toy's grid ($D_l$ = 10-30) sits in the progress-limited
+# regime, and the paper's order of LD and Raw arrives near 120 N(S1). The paper's other half
+# does not follow there: Last4 trails both Raw and LD at 60-120 on these single-seed points, so
+# moving the grid's $D_l$ alone would not bring CCC(Last4, LD) to 0.9. Averaging four
+# checkpoints 1 N apart does not remove what separates one checkpoint from the next here.
+
 # %%
 ch.done()

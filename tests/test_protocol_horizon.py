@@ -78,3 +78,14 @@ def test_the_table_pairs_protocols_and_the_findings_name_where_ld_turns():
     assert "LD - Raw +0.40, +0.00, -0.20" in text and "at or below Raw from Dl = 60 on" in text
     text = protocol_horizon_findings(t[t.dl < 60])
     assert "stays above Raw at every Dl probed" in text
+
+
+def test_a_probe_run_through_design_probe_records_the_command_that_reruns_it():
+    from nblib.probes import results
+
+    assert results.probe_command("nblib.probes.protocol_horizon", ["--dls", "30"]) == \
+        "python -m nblib.probes protocol_horizon --dls 30"
+    with results.started_by("python -m nblib.book.design_probe --budget-file 'a b.toml'"):
+        assert results.probe_command("nblib.probes.protocol_horizon", ["--dls", "30"]) == \
+            "python -m nblib.book.design_probe --budget-file 'a b.toml' protocol_horizon --dls 30"
+    assert results.probe_command("nblib.probes.x", []) == "python -m nblib.probes x"

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import shlex
 import sys
 
 from nblib.book.budget_file import load_budget_file
-from nblib.probes import PROBES
+from nblib.probes import PROBES, results
 
 
 def takes_budget(name: str) -> bool:
@@ -30,7 +31,8 @@ def run(probe: str, budget_file: str, argv: list[str]) -> int:
         allowed = [n for n in PROBES if takes_budget(n)]
         raise SystemExit(f"error: probe {probe!r} does not take a budget file; allowed: {', '.join(allowed)}")
     main = importlib.import_module(PROBES[probe]).main
-    return main(argv, budget=load_budget_file(budget_file), budget_name=budget_file)
+    with results.started_by(f"python -m nblib.book.design_probe --budget-file {shlex.quote(str(budget_file))}"):
+        return main(argv, budget=load_budget_file(budget_file), budget_name=budget_file)
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ the commit and the script that wrote them instead.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import csv
 import fcntl
 import io
@@ -96,9 +97,24 @@ def command_line(prefix: str, argv) -> str:
     return " ".join([prefix, *(shlex.quote(str(a)) for a in argv)]).strip()
 
 
+_PREFIX: contextvars.ContextVar = contextvars.ContextVar("probe_command_prefix", default=None)
+
+
+@contextlib.contextmanager
+def started_by(prefix: str):
+    """Record the probes run inside as started by `prefix` instead of `python -m nblib.probes`
+    (the book's `design_probe` with its budget file), so each write's command reruns it."""
+    token = _PREFIX.set(prefix)
+    try:
+        yield
+    finally:
+        _PREFIX.reset(token)
+
+
 def probe_command(module: str, argv) -> str:
-    """`command_line` of probe module `module` (nblib.probes.<name>) run through the entry point."""
-    return command_line(f"python -m nblib.probes {module.rsplit('.', 1)[-1]}", argv)
+    """`command_line` of probe module `module` (nblib.probes.<name>) run through the entry point
+    (or through the prefix of an enclosing `started_by`)."""
+    return command_line(f"{_PREFIX.get() or 'python -m nblib.probes'} {module.rsplit('.', 1)[-1]}", argv)
 
 
 @contextlib.contextmanager
