@@ -57,6 +57,8 @@ def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
         P.main(["--budget", "smoke", "--ds", "7", "--run-root", str(tmp_path)])
     with pytest.raises(SystemExit, match=r"allowed: Dl >= 0.08"):
         P.main(["--budget", "smoke", "--dls", "0.02", "--run-root", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"--spacings 0.5 needs every Dl above 1.5"):
+        P.main(["--budget", "smoke", "--dls", "1", "--spacings", "0.5", "--run-root", str(tmp_path)])
     with pytest.raises(SystemExit, match=r"probe 'pair' does not take a budget file; allowed: .*protocol_horizon"):
         design_probe.main(["--budget-file", "data/probes/grid_designs/R.toml", "pair"])
 
@@ -78,6 +80,11 @@ def test_the_table_pairs_protocols_and_the_findings_name_where_ld_turns():
     assert "LD - Raw +0.40, +0.00, -0.20" in text and "at or below Raw from Dl = 60 on" in text
     text = protocol_horizon_findings(t[t.dl < 60])
     assert "stays above Raw at every Dl probed" in text
+    wide = [dict(r, protocol="Last4(3N)", longppl=r["longppl"] - 0.5) for r in rows if r["protocol"] == "Last4"]
+    t = experiments.protocol_horizon_table(pd.DataFrame(rows + wide))
+    assert list(t.columns)[4:] == ["LD", "Raw", "Last4", "Last4(3N)", "LD - Raw", "LD - Last4", "LD - Last4(3N)"]
+    assert t["LD - Last4(3N)"].round(2).tolist() == [1.0, 0.6, 0.4]
+    assert "; LD - Last4(3N) +1.00, +0.60, +0.40 (LongPPL" in protocol_horizon_findings(t)
 
 
 def test_a_probe_run_through_design_probe_records_the_command_that_reruns_it():

@@ -443,7 +443,10 @@ def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
         turn = g[g["LD - Raw"] <= 0]
         lines.append(f"Design {design}, {scale} from Ds = {ds:g}, Dl = {', '.join(at)}: LD - Raw "
                      + ", ".join(f"{v:+.2f}" for v in g["LD - Raw"]) + "; LD - Last4 "
-                     + ", ".join(f"{v:+.2f}" for v in g["LD - Last4"]) + " (LongPPL; < 0: the decayed run is better). "
+                     + ", ".join(f"{v:+.2f}" for v in g["LD - Last4"])
+                     + "".join(f"; LD - {c[5:]} " + ", ".join(f"{v:+.2f}" for v in g[c])
+                               for c in g.columns if c.startswith("LD - Last4("))
+                     + " (LongPPL; < 0: the decayed run is better). "
                      + (f"Linear-Decay is at or below Raw from Dl = {turn.dl.iloc[0]:g} on." if len(turn)
                         else "Linear-Decay stays above Raw at every Dl probed."))
     return bullets(lines)

@@ -339,14 +339,19 @@ def spacing_means(sp: pd.DataFrame, default: str) -> pd.DataFrame:
 def protocol_horizon_table(records: pd.DataFrame) -> pd.DataFrame:
     """Linear-Decay against Constant past the grid's Dl (§4.1, Fig. 4b; records of `python -m
     nblib.probes protocol_horizon`): one row per (design, scale, Ds, Dl) with the LongPPL of LD,
-    Raw and Last4, and LD - Raw and LD - Last4 (< 0: the decayed run is better). A design is
-    its budget file's name (R for .../R.toml), else the budget's."""
+    Raw and Last4 (and Last4 at the other spacings probed, "Last4(2N)"...), and LD minus each
+    (< 0: the decayed run is better). A design is its budget file's name (R for .../R.toml),
+    else the budget's."""
     if records.empty:
         return pd.DataFrame()
     keys = ["design", "scale", "ds", "dl"]
     r = records.assign(design=records["budget"].map(lambda p: str(p).rsplit("/", 1)[-1].removesuffix(".toml")))
     r = r.drop_duplicates(keys + ["protocol"], keep="last")
-    t = r.pivot_table(index=keys, columns="protocol", values="longppl", sort=True).reindex(columns=["LD", "Raw", "Last4"])
+    t = r.pivot_table(index=keys, columns="protocol", values="longppl", sort=True)
+    spaced = sorted((c for c in t.columns if c.startswith("Last4(")), key=lambda c: float(c[6:-2]))
+    t = t.reindex(columns=["LD", "Raw", "Last4", *spaced])
     t.columns.name = None
     t["LD - Raw"], t["LD - Last4"] = t["LD"] - t["Raw"], t["LD"] - t["Last4"]
+    for c in spaced:
+        t[f"LD - {c}"] = t["LD"] - t[c]
     return t.reset_index()

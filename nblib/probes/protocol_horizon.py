@@ -10,8 +10,9 @@ removes noise. This probe asks where that turns: from the grid's short-stage end
 (scale, Ds), Linear-Decay runs to each Dl of `--dls` (the grid's `lccp_linear_decay` config,
 its decay spread over that Dl) against one Constant trajectory (the grid's `lccp_constant`,
 seed 0, extended to the largest Dl; at S5 from the largest Ds it is chapter 4's trajectory),
-scored Raw and Last4 at the same Dl, through the book's trainer and LongPPL evaluator. One JSON
-line per (scale, Ds, Dl, protocol) goes to data/probes/toy_protocol_horizon.jsonl.
+scored Raw and Last4 at the same Dl (and, with `--spacings`, Last4 with its checkpoints further
+apart: App. B.1), through the book's trainer and LongPPL evaluator. One JSON line per (scale,
+Ds, Dl, protocol) goes to data/probes/toy_protocol_horizon.jsonl.
 
     python -m nblib.probes protocol_horizon --scales S4 --dls 30 60 120   # the book's budget
     python -m nblib.book.design_probe --budget-file data/probes/grid_designs/R.toml \\
@@ -42,6 +43,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scales", nargs="+", default=["S4", "S5"])
     p.add_argument("--ds", type=float, default=0, help="short-stage budget in the budget's unit (0: its largest Ds)")
     p.add_argument("--dls", type=float, nargs="+", default=[30, 60, 120], help="LCCP budgets Dl in the budget's unit")
+    p.add_argument("--spacings", type=float, nargs="*", default=[],
+                   help="also score Last4 with its checkpoints this many units apart (App. B.1; records "
+                        "'Last4(2N)'...), beside the budget's own spacing")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
     return p
@@ -69,6 +73,9 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     if min(a.dls) < 4 * b.constant_ckpt_every:
         raise SystemExit(f"error: --dls {min(a.dls):g} leaves no room for Last4's four checkpoints "
                          f"{b.constant_ckpt_every:g} apart; allowed: Dl >= {4 * b.constant_ckpt_every:g}")
+    if a.spacings and min(a.dls) <= 3 * max(a.spacings):
+        raise SystemExit(f"error: --spacings {max(a.spacings):g} needs every Dl above {3 * max(a.spacings):g} "
+                         f"(Last4 reaches back three spacings); got --dls {min(a.dls):g}")
     store = RunStore(a.run_root)
     ev = Evaluator.build(b, store)
     top = max(a.dls)
@@ -90,6 +97,9 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
                      (run.hash, "raw", experiments.step_at(run, dl), None, {}),
                      (run.hash, "merged", experiments.last4_steps(run, dl, spacing), "lastM", {"m": 4})]
             meta += [(scale, dl, "LD", lds[dl].hash), (scale, dl, "Raw", run.hash), (scale, dl, "Last4", run.hash)]
+            for sp in a.spacings:  # App. B.1's spacing ablation at this Dl
+                jobs.append((run.hash, "merged", experiments.last4_steps(run, dl, sp), "lastM", {"m": 4}))
+                meta.append((scale, dl, f"Last4({sp:g}N)", run.hash))
     res = evaluate_many(ev, jobs, desc="LongPPL (protocol horizon)")
     wall = round(time.time() - t0, 1)
     rows = [{"budget": budget_name, "scale": scale, "ds": ds, "dl": dl, "protocol": protocol,
@@ -98,8 +108,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     results.append_records(a.out, rows, module=__spec__.name, argv=argv)
     for scale, dl in dict.fromkeys((r["scale"], r["dl"]) for r in rows):
         got = {r["protocol"]: r["longppl"] for r in rows if r["scale"] == scale and r["dl"] == dl}
-        print(f"{scale} Ds {ds:g} Dl {dl:g}: LongPPL LD {got['LD']:.3f}  Raw {got['Raw']:.3f}  "
-              f"Last4 {got['Last4']:.3f}", flush=True)
+        print(f"{scale} Ds {ds:g} Dl {dl:g}: LongPPL " + "  ".join(f"{k} {v:.3f}" for k, v in got.items()), flush=True)
     return 0
 
 
