@@ -477,8 +477,8 @@ ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
 # and the iterate's noise is what is left. The probe `protocol_horizon` measures it past the
 # grid: Linear-Decay runs to each $D_l$ against one Constant trajectory scored Raw and Last4 at
 # the same $D_l$, from the largest $D_s$ (`python -m nblib.book.design_probe --budget-file
-# data/probes/grid_designs/R.toml protocol_horizon --scales S4 S5 --dls 30 60 120`; records in
-# `toy_protocol_horizon.jsonl`, one seed).
+# data/probes/grid_designs/R.toml protocol_horizon --scales S4 S5 --dls 30 60 120 --spacings
+# 2 4`; records in `toy_protocol_horizon.jsonl`, one seed).
 
 # %%
 horizon_path = record_path("toy_protocol_horizon")
@@ -493,10 +493,11 @@ else:
 # %% [markdown]
 # On design R, Linear-Decay trails Constant-Raw at $D_l$ = 30 and 60 N(S1) at S4 and S5 and is
 # the best of the three at 120: the toy's grid ($D_l$ = 10-30) sits in the progress-limited
-# regime, and the paper's order of LD and Raw arrives near 120 N(S1). The paper's other half
-# does not follow there: Last4 trails both Raw and LD at 60-120 on these single-seed points, so
-# moving the grid's $D_l$ alone would not bring CCC(Last4, LD) to 0.9. Averaging four
-# checkpoints 1 N apart does not remove what separates one checkpoint from the next here.
+# regime, and the paper's order of LD and Raw arrives near 120 N(S1). With the budget's 1 N
+# spacing, Last4 trails both Raw and LD at 60-120 on these single-seed points: four neighbouring
+# checkpoints share most of their noise at one sequence a step. Spaced 4 N apart (App. B.1's
+# ablation, `--spacings 2 4`), Last4 is the lowest of all at every point, below LD at 120 too.
+# So at toy the spacing decides Last4 against Raw, and the grid's $D_l$ decides LD against both.
 
 # %%
 ch.done()
