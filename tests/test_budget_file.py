@@ -206,6 +206,10 @@ PLANTED = [
     ('corpus = "jsonl:/x.jsonl"\n', "the key 'base' is missing"),
     ('base = "smoke"\ncorpus = \n', "is not valid TOML"),
     ('base = "smoke"\ns5_configs = [[0.4, 0.2]]\n', "Ds = 0.4 is not one of ds_multiples"),
+    ('base = "toy"\nconstant_ckpt_every = 2\n',  # the pool would need checkpoints 1 N apart
+     "s4_pool_ckpt_every = 1 is not allowed with constant_ckpt_every = 2 and the largest Dl 30"),
+    ('base = "toy"\nconstant_ckpt_every = 2\ns4_pool_ckpt_every = 2\n',  # 24 x 2 reaches back past Dl = 0
+     "allowed: a whole multiple of constant_ckpt_every with 24 x s4_pool_ckpt_every < the largest Dl"),
 ]
 
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from nblib.budgets import BUDGETS, SCALES, Budget, BudgetError, get_budget
 from nblib.data.corpus import SPEC_FORMS
 from nblib.data.tokenizers import TOKENIZER_FORMS
+from nblib.lccp.experiments import FIG4A_POOL
 from nblib.models import FAMILIES
 from nblib.store.atomic import atomic_write_text
 
@@ -288,7 +289,8 @@ def _scalar(key: str, value, hint) -> None:
 def check_budget(b: Budget) -> None:
     """The constraints between fields that the grid relies on (nblib.lccp.grid): contexts
     grow stage by stage, every S5 configuration starts from a short-stage budget of
-    `ds_multiples`, and every Dl of the grid is a whole number of Constant checkpoints."""
+    `ds_multiples`, every Dl of the grid is a whole number of Constant checkpoints, and
+    Fig. 4a's pool of checkpoints fits on S4's trajectory."""
     if not b.short_seq_len < b.long_seq_len < b.ext_seq_len:
         raise _Bad(f"short_seq_len = {b.short_seq_len}, long_seq_len = {b.long_seq_len}, ext_seq_len = "
                    f"{b.ext_seq_len} are not allowed; allowed: short_seq_len < long_seq_len < ext_seq_len")
@@ -301,6 +303,15 @@ def check_budget(b: Budget) -> None:
         if abs(j - round(j)) > 1e-6:
             raise _Bad(f"dl_multiples = {_show(b.dl_multiples)} is not allowed with constant_ckpt_every = "
                        f"{b.constant_ckpt_every}; allowed: whole multiples of constant_ckpt_every")
+    # Fig. 4a's pool: FIG4A_POOL checkpoints of S4's Constant trajectory, s4_pool_ckpt_every apart,
+    # ending at the largest Dl (chapter 4); each must be one the trajectory keeps, after Dl = 0
+    j = b.s4_pool_ckpt_every / b.constant_ckpt_every
+    reach = (FIG4A_POOL - 1) * b.s4_pool_ckpt_every
+    if abs(j - round(j)) > 1e-6 or round(j) < 1 or reach >= b.dl_multiples[-1] - 1e-9:
+        raise _Bad(f"s4_pool_ckpt_every = {b.s4_pool_ckpt_every} is not allowed with constant_ckpt_every = "
+                   f"{b.constant_ckpt_every} and the largest Dl {b.dl_multiples[-1]}; allowed: a whole multiple of "
+                   f"constant_ckpt_every with {FIG4A_POOL - 1} x s4_pool_ckpt_every < the largest Dl (Fig. 4a's pool "
+                   f"of {FIG4A_POOL} checkpoints)")
 
 
 def apply_overrides(budget: Budget, mapping: dict) -> Budget:

@@ -277,7 +277,10 @@ OBSERVATION_RULES = {  # name -> (method, kwargs, how many of the newest pool ch
 }
 
 
-def observation_rules(ev: Evaluator, run: Run, dl_mult: float, pool_spacing: float, pool_size: int = 25,
+FIG4A_POOL = 25  # Fig. 4a: the App. B rules on the last 25 checkpoints of S4's Constant trajectory
+
+
+def observation_rules(ev: Evaluator, run: Run, dl_mult: float, pool_spacing: float, pool_size: int = FIG4A_POOL,
                       workers=None) -> pd.DataFrame:
     """Fig. 4a: every App. B rule on a pool of `pool_size` checkpoints spaced `pool_spacing`*N,
     ending at Dl = dl_mult*N (paper: 25 checkpoints every 2N up to 50N at S4), plus Raw."""
