@@ -35,6 +35,7 @@ PAPER_DL_MULTIPLES = (10, 20, 30, 40, 50)  # §3.1
 PAPER_S5_CONFIGS = ((90, 10), (180, 20), (270, 30), (360, 40), (450, 50), (90, 50), (180, 40), (360, 20), (450, 10))
 PAPER_S5_TRAJECTORY = 120  # §4.2: S5 Constant trajectory to Dl = 120N at Ds = 450N
 PAPER_ROPE_BASES = (1e4, 5e5, 5e6)  # App. A.3: 4K, 32K, 128K stages
+FIG4A_POOL = 25  # Fig. 4a: the App. B rules on the last 25 checkpoints of S4's Constant trajectory
 TOY_ROPE_BASES = (1e4, 5e7, 5e8)  # toy: a larger ABF step at LCCP (see _toy), the paper's 10x at the extension
 
 

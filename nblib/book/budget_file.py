@@ -40,10 +40,9 @@ import typing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nblib.budgets import BUDGETS, SCALES, Budget, BudgetError, get_budget
+from nblib.budgets import BUDGETS, FIG4A_POOL, SCALES, Budget, BudgetError, get_budget
 from nblib.data.corpus import SPEC_FORMS
 from nblib.data.tokenizers import TOKENIZER_FORMS
-from nblib.lccp.experiments import FIG4A_POOL
 from nblib.models import FAMILIES
 from nblib.store.atomic import atomic_write_text
 

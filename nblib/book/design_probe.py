@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m nblib.book.design_probe", description=__doc__.splitlines()[0],
                                 add_help=False)
     p.add_argument("--budget-file", required=True, help="a TOML budget file, e.g. data/probes/grid_designs/R.toml")
-    p.add_argument("probe", help="a probe whose main takes a budget: " + ", ".join(n for n in PROBES if takes_budget(n)))
+    p.add_argument("probe", help="a probe whose main takes a budget (code_needle_levers, protocol_horizon)")
     if not argv or argv[0] in ("-h", "--help"):
         p.print_help()
         return 0

@@ -391,7 +391,7 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
                      f"{last.control_score:.1f}), per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
                      f"needle gain {first.needle_gain:+.2f} -> {last.needle_gain:+.2f} nats per value token"
                      + (f", best retrieval head {first.best_retrieval_head:.2f} -> {last.best_retrieval_head:.2f}"
-                        if pd.notna(g.get("best_retrieval_head", pd.Series([np.nan] * len(g))).iloc[[0, -1]]).all()
+                        if "best_retrieval_head" in g and g.best_retrieval_head.iloc[[0, -1]].notna().all()
                         else "") + ".")
     return bullets(lines)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nblib.budgets import SCALES, Budget
+from nblib.budgets import FIG4A_POOL, SCALES, Budget
 from nblib.data import LengthMixture
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator, evaluate_many
@@ -275,9 +275,6 @@ OBSERVATION_RULES = {  # name -> (method, kwargs, how many of the newest pool ch
     "DARE 0.5": ("dare", {"rho": 0.5, "seed": 42}, None), "TIES 0.1": ("ties", {"rho": 0.1}, None),
     "TIES 0.5": ("ties", {"rho": 0.5}, None),
 }
-
-
-FIG4A_POOL = 25  # Fig. 4a: the App. B rules on the last 25 checkpoints of S4's Constant trajectory
 
 
 def observation_rules(ev: Evaluator, run: Run, dl_mult: float, pool_spacing: float, pool_size: int = FIG4A_POOL,
