@@ -41,6 +41,9 @@ def yarn_scaling(budget: Budget) -> dict:
     return {"type": "yarn", "factor": float(p.yarn_factor), "original_max_seq_len": p.seq_len}
 
 
+FINETUNE_THREADS = 2  # each fine-tune trains alone in chapter 9's kernel, on both cores of the 2-core machine
+
+
 def finetune_config(budget: Budget, parent: Run) -> RunConfig:
     """The YaRN fine-tune of Model B (Gemma blog, "Fine-tuning setup"): the parent's final
     weights and optimizer state, the LR its schedule ended on, no warmup, documents of at
@@ -60,7 +63,8 @@ def finetune_config(budget: Budget, parent: Run) -> RunConfig:
                      optimizer=dict(pc.optimizer),
                      init={"run": parent.hash, "step": pc.total_steps, "mode": "weights+optimizer"},
                      label=f"Model B, YaRN x{p.yarn_factor} fine-tune", meta={"pair": "B", "stage": "yarn"},
-                     ckpt_every_tokens=p.finetune_snapshot_every * per_step, keep_optimizer="last", log_every=2)
+                     ckpt_every_tokens=p.finetune_snapshot_every * per_step, keep_optimizer="last", log_every=2,
+                     threads=FINETUNE_THREADS)
 
 
 def finetune_run(store: RunStore, budget: Budget, parent: Run) -> Run:

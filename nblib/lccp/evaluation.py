@@ -29,6 +29,7 @@ from nblib.metrics.copy import CopyAugmentedScorer, calibrate
 from nblib.store.atomic import atomic_write_json
 from nblib.store.runstore import Run, RunStore
 from nblib.training.runner import default_workers, get_or_run
+from nblib.training.threads import fixed_threads
 from nblib.training.train import stream_for
 
 
@@ -102,8 +103,9 @@ class Evaluator:
     def build(cls, budget: Budget, store: RunStore) -> "Evaluator":
         """Train (or load) the reference, build the test set and annotate it (all cached)."""
         ts = test_set(budget)
-        ann = load_or_annotate(annotation_path(budget, store), reference_scorer(budget, store), None, ts.texts,
-                               budget.longppl)
+        with fixed_threads(grid.REFERENCE_THREADS):  # the reference scores at the threads it trained at
+            ann = load_or_annotate(annotation_path(budget, store), reference_scorer(budget, store), None, ts.texts,
+                                   budget.longppl)
         key = hashlib.sha256(json.dumps([ann.texts_hash, ann.reference_id]).encode()).hexdigest()[:10]
         return cls(budget, store, list(ts.texts), ann, key)
 
@@ -139,7 +141,11 @@ _WORKER_EVAL: dict = {}
 
 
 def _eval_job(root: str, budget: Budget, job: tuple):
-    torch.set_num_threads(1)
+    with fixed_threads(1):  # a score is the same whether a worker or the kernel computes it
+        return _eval_job_at_one_thread(root, budget, job)
+
+
+def _eval_job_at_one_thread(root: str, budget: Budget, job: tuple):
     key = (root, repr(budget))  # the budget itself, not its name: a budget file's may differ from the named one
     if key not in _WORKER_EVAL:
         _WORKER_EVAL[key] = Evaluator.build(budget, RunStore(root))

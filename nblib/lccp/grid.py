@@ -177,6 +177,9 @@ def checkpoint_step(config: RunConfig, dl_mult: float) -> int:
     return int(round(j)) * k
 
 
+REFERENCE_THREADS = 2  # the reference trains alone in chapter 2's kernel, on both cores of the 2-core machine
+
+
 def reference_config(budget: Budget) -> RunConfig:
     """The toy LongPPL reference model: a larger model trained at the long context."""
     ref = budget.reference
@@ -190,7 +193,7 @@ def reference_config(budget: Budget) -> RunConfig:
         schedule={"kind": "wsd", "lr": ref["lr"], "warmup_steps": ref["warmup_steps"], "decay_frac": 1 / 9,
                   "final_lr_frac": 0.1},
         n_tokens=ref["n_tokens"], batch_size=ref["batch"], seed=0, budget=budget.name, label="LongPPL reference",
-        meta={"stage": "reference"})
+        meta={"stage": "reference"}, threads=REFERENCE_THREADS)
 
 
 def linear_decay_pairs(budget: Budget, scale: str) -> list[tuple]:

@@ -132,6 +132,7 @@ def check_config(c: "RunConfig") -> None:
         v = getattr(c, name)
         _need(_is(v, int) and v > 0, name, v, "an int > 0")
     _need(_is(c.seed, int) and c.seed >= 0, "seed", c.seed, "an int >= 0")
+    _need(c.threads is None or (_is(c.threads, int) and c.threads >= 1), "threads", c.threads, "null or an int >= 1")
     _need(c.budget in BUDGET_NAMES, "budget", c.budget, ", ".join(BUDGET_NAMES))
     _check_section("optimizer", c.optimizer, OPTIMIZER_KEYS, required=("name",))
     o = c.optimizer
@@ -224,6 +225,7 @@ class RunConfig:
     keep_optimizer: str = "last"  # not identity: "last" or "all"
     micro_batch_size: int | None = None  # not identity: gradient accumulation for memory
     log_every: int = 10  # not identity
+    threads: int | None = None  # CPU threads it trains at (None: 1); identity (nblib.training.threads)
 
     NON_IDENTITY = ("label", "meta", "ckpt_every_tokens", "ckpt_steps", "keep_optimizer", "micro_batch_size", "log_every")
 
@@ -261,6 +263,8 @@ class RunConfig:
             d.pop(k)
         if self.extensible:  # a constant-LR trajectory is one run however far it goes
             d.pop("n_tokens")
+        if self.threads is None:  # the default (1 thread) keeps the hashes runs had before the field
+            d.pop("threads")
         return d
 
     @property

@@ -55,9 +55,9 @@ def get_or_run_many(store: RunStore, configs: list[RunConfig], workers: int | No
                     desc: str = "runs") -> list[Run]:
     """get_or_run for many configs, in parallel worker processes, parents before children.
 
-    Each worker trains with one thread (tiny models train faster as two single-thread
-    processes than as one two-thread process, measured on a 2-core CPU). Returns runs in the
-    order of `configs`.
+    One worker per core (tiny models train faster as two single-thread processes than as one
+    two-thread process, measured on a 2-core CPU); each run trains at its own config's thread
+    count (nblib.training.threads). Returns runs in the order of `configs`.
     """
     return run_dag(store, configs, workers=workers, progress=progress, desc=desc)
 

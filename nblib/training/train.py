@@ -6,8 +6,9 @@ gradient clipping at 1.0, bf16 autocast on GPU; WSD / Linear-Decay / Constant sc
 
 Exact resume: the batch at step s is a pure function of (seed, s) and the LR a pure function
 of s, and a checkpoint holds weights, optimizer and RNG state; so a run killed at any
-moment and restarted from its last checkpoint ends bit-identical to an uninterrupted run
-(on CPU, same thread count).
+moment and restarted from its last checkpoint ends bit-identical to an uninterrupted run.
+On CPU a run trains at the thread count its config names (nblib.training.threads), so who
+starts it (a worker, a kernel, a probe) does not change its weights.
 
 CLI: `python -m nblib.training.train CONFIG.json [--run-root DIR]` runs or resumes a run-store run,
 alone or under `torchrun`; it holds the run's lock (on rank 0) while it trains. From Python,
@@ -45,6 +46,7 @@ from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, clea
 from nblib.store.provenance import code_version
 from nblib.store.runstore import RunConfig, RunStore, check_buildable
 from nblib.training.optim import Muon
+from nblib.training.threads import DEFAULT_THREADS, fixed_threads
 from nblib.training.schedules import schedule_of
 
 
@@ -251,7 +253,8 @@ def train(run, progress: bool = True, strategy: str = "ddp", device: str | None 
     raised; the last checkpoint stays, and the next start resumes from it."""
     log = _logger(run)
     try:
-        _train(run, log, progress, strategy, device)
+        with fixed_threads(run.config.threads or DEFAULT_THREADS):  # part of the run: nblib.training.threads
+            _train(run, log, progress, strategy, device)
     except OSError as e:
         log.error(f"stopped by a file system error: {e}")
         raise
@@ -459,7 +462,7 @@ def _finish(run, model, steps, wall, log, skip_save=False) -> None:
         "requested_tokens": cfg.n_tokens, "n_params_non_embedding": m.n_params(non_embedding=True),
         "n_params": m.n_params(non_embedding=False), "code": code_version(), "torch": torch.__version__,
         "wall_time_s": round(old.get("wall_time_s", 0.0) + wall, 3) if not skip_save else old.get("wall_time_s", 0.0),
-        "budget": cfg.budget,
+        "budget": cfg.budget, "threads": torch.get_num_threads(),
     }
     atomic_write_json(run.path / "manifest.json", manifest)
     log.info(f"complete: {steps} steps, {manifest['realized_tokens']} tokens")
