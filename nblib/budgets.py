@@ -35,6 +35,7 @@ PAPER_DL_MULTIPLES = (10, 20, 30, 40, 50)  # §3.1
 PAPER_S5_CONFIGS = ((90, 10), (180, 20), (270, 30), (360, 40), (450, 50), (90, 50), (180, 40), (360, 20), (450, 10))
 PAPER_S5_TRAJECTORY = 120  # §4.2: S5 Constant trajectory to Dl = 120N at Ds = 450N
 PAPER_ROPE_BASES = (1e4, 5e5, 5e6)  # App. A.3: 4K, 32K, 128K stages
+PAPER_POST_TRAINING_POINTS = (10, 20, 40, 60, 80, 100, 120)  # §5.2, Fig. 8a: the Dl/N points extended and tuned
 FIG4A_POOL = 25  # Fig. 4a: the App. B rules on the last 25 checkpoints of S4's Constant trajectory
 TOY_ROPE_BASES = (1e4, 5e7, 5e8)  # toy: a larger ABF step at LCCP (see _toy), the paper's 10x at the extension
 
@@ -227,6 +228,11 @@ class Budget:
     # number keeps the grid's token counts when that scale's shape changes (a probe's S1 with
     # two heads counts in the one-head S1's 23,714).
     token_unit_tokens: int | None = None
+    # Dl/N between the four checkpoints Last4 averages (App. B.1: Last4(s) averages
+    # {T-3s, T-2s, T-s, T}). None: each trajectory's checkpoint spacing, the paper's 1N (§4.2). The
+    # paper finds 1N-5N alike at its scale; at toy a 1N window is a few optimizer steps, so the
+    # spacing is a design choice measured in chapter 4 (Fig. 11, Table 12).
+    last4_spacing: float | None = None
     workers: int | None = None  # parallel training processes; None = CPU count
     notes: str = ""
 
@@ -240,6 +246,11 @@ class Budget:
 
     def scale(self, name: str) -> ScaleSpec:
         return self.scales[check_scale(name)]
+
+    def last4_gap(self, ckpt_every: float) -> float:
+        """Dl/N between Last4's checkpoints (App. B.1) on a trajectory that keeps one every
+        `ckpt_every` N: `last4_spacing` where set, else `ckpt_every` (adjacent checkpoints, §4.2)."""
+        return self.last4_spacing if self.last4_spacing is not None else ckpt_every
 
     def with_model(self, scale: str, **changes) -> "Budget":
         """This budget with `scale`'s model config changed (a probe's variant: more layers,

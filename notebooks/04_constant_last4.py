@@ -173,6 +173,8 @@ ch.markdown(findings.observation_gap_markdown(rules, ld_ref.longppl))
 # %%
 s4 = experiments.protocols_at_scale(const, ld, "S4")
 ccc = experiments.protocol_agreement(s4)
+print(f"Last4 averages four checkpoints {b.last4_gap(b.constant_ckpt_every):g} N apart "
+      f"(the budget's last4_spacing; the paper's 1N, App. B.1)")
 
 # %% tags=["remove-output"]
 #| label: cell-protocols-s4
@@ -208,7 +210,7 @@ ccc.round(4)
 #
 # The fit data: S1-S4 Constant-Last4 (seed means) at the 5x5 grid. The held-out targets:
 # S4 from S1-S3, and every Last4 evaluation point of the long trajectory (every 5N, Last4 of
-# checkpoints 1N apart) from S1-S4. The trajectory reaches far beyond the largest $D_l$ of
+# checkpoints 1N apart unless the budget's `last4_spacing` says otherwise) from S1-S4. The trajectory reaches far beyond the largest $D_l$ of
 # the fit.
 
 # %%

@@ -210,6 +210,11 @@ PLANTED = [
      "s4_pool_ckpt_every = 1 is not allowed with constant_ckpt_every = 2 and the largest Dl 30"),
     ('base = "toy"\nconstant_ckpt_every = 2\ns4_pool_ckpt_every = 2\n',  # 24 x 2 reaches back past Dl = 0
      "allowed: a whole multiple of constant_ckpt_every with 24 x s4_pool_ckpt_every < the largest Dl"),
+    ('base = "toy"\nlast4_spacing = 1.5\n',  # between the checkpoints the trajectories keep
+     "last4_spacing = 1.5 is not allowed with constant_ckpt_every = 1; allowed: a whole multiple"),
+    ('base = "toy"\nlast4_spacing = 4\n',  # Dl 10: 10 - 3 x 4 < 0
+     "last4_spacing = 4 is not allowed with the smallest Dl 10 (dl_multiples, and chapter 5's first point)"),
+    ('base = "toy"\nlast4_spacing = 0\n', "last4_spacing = 0 is not allowed; allowed: a number > 0"),
 ]
 
 
@@ -414,3 +419,16 @@ def test_chapter_3_from_a_budget_file_gives_the_figures_of_the_corpus_named_in_c
     assert all(e["code"]["budget_file"] == {"path": str(path), "sha256": sha, "base": "smoke"} for e in fig_a.values())
     assert all("budget_file" not in e["code"] for e in json.loads((b / "manifest.json").read_text()).values())
     assert isinstance(read_budget_file(path), BudgetFile)
+
+
+def test_last4_spacing_sets_every_last4_window_and_s5_points_start_past_it(tmp_path):
+    from nblib.lccp import experiments
+
+    toy = get_budget("toy")
+    assert toy.last4_spacing is None and toy.last4_gap(toy.s5_ckpt_every) == toy.s5_ckpt_every  # the paper's 1N
+    wide = read_budget_file(_write(tmp_path / "w.toml", 'base = "toy"\nlast4_spacing = 3\n')).budget
+    assert wide.last4_gap(wide.constant_ckpt_every) == wide.last4_gap(wide.s5_ckpt_every) == 3
+    every = [round(wide.s5_eval_every * k, 6) for k in range(1, int(wide.s5_trajectory / wide.s5_eval_every) + 1)]
+    assert experiments.s5_eval_points(toy) == every
+    # a 3N window at 5N would reach back to -4N: the points start at 10N (App. B.1 starts at 20N)
+    assert experiments.s5_eval_points(wide) == [t for t in every if t > 9] and experiments.s5_eval_points(wide)[0] == 10

@@ -40,7 +40,7 @@ import typing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nblib.budgets import BUDGETS, FIG4A_POOL, SCALES, Budget, BudgetError, get_budget
+from nblib.budgets import BUDGETS, FIG4A_POOL, PAPER_POST_TRAINING_POINTS, SCALES, Budget, BudgetError, get_budget
 from nblib.data.corpus import SPEC_FORMS
 from nblib.data.tokenizers import TOKENIZER_FORMS
 from nblib.models import FAMILIES
@@ -82,7 +82,7 @@ RULES = {
     **{k: POS_INT for k in ("short_seq_len", "long_seq_len", "ext_seq_len", "n_constant_seeds", "ruler_samples",
                             "ruler_len", "ruler_max_new", "post_training_points", "post_training_samples", "workers")},
     **{k: POSITIVE for k in ("multiple_scale", "s5_trajectory", "s5_ckpt_every", "s5_eval_every",
-                             "s4_pool_ckpt_every", "constant_ckpt_every")},
+                             "s4_pool_ckpt_every", "constant_ckpt_every", "last4_spacing")},
     # App. A.3: the RoPE base of the 4K, 32K and 128K stages (ABF raises it at each)
     "rope_bases": (lambda v: len(v) == 3 and all(_num(x) and x > 1 for x in v),
                    "a list of 3 numbers > 1 (the RoPE base of the short, LCCP and extension stages)"),
@@ -311,6 +311,25 @@ def check_budget(b: Budget) -> None:
                    f"{b.constant_ckpt_every} and the largest Dl {b.dl_multiples[-1]}; allowed: a whole multiple of "
                    f"constant_ckpt_every with {FIG4A_POOL - 1} x s4_pool_ckpt_every < the largest Dl (Fig. 4a's pool "
                    f"of {FIG4A_POOL} checkpoints)")
+    if b.last4_spacing is not None:
+        _check_last4_spacing(b)
+
+
+def _check_last4_spacing(b: Budget) -> None:
+    """Last4(s) (App. B.1) averages checkpoints the trajectories keep, all after Dl = 0, at every
+    grid Dl and every point chapter 5 extends (S5's Last4 points of chapter 4 start past 3s)."""
+    s = b.last4_spacing
+    for key in ("constant_ckpt_every", "s5_ckpt_every"):
+        j = s / getattr(b, key)
+        if abs(j - round(j)) > 1e-6 or round(j) < 1:
+            raise _Bad(f"last4_spacing = {s} is not allowed with {key} = {getattr(b, key)}; allowed: a whole "
+                       f"multiple of constant_ckpt_every ({b.constant_ckpt_every}) and of s5_ckpt_every "
+                       f"({b.s5_ckpt_every}), the checkpoints the trajectories keep")
+    first = min(b.dl_multiples[0], PAPER_POST_TRAINING_POINTS[0] * b.multiple_scale)
+    if 3 * s >= first - 1e-9:
+        raise _Bad(f"last4_spacing = {s} is not allowed with the smallest Dl {first:g} (dl_multiples, and "
+                   f"chapter 5's first point); allowed: 3 x last4_spacing < {first:g}, so that Last4's first "
+                   f"checkpoint lies after Dl = 0")
 
 
 def apply_overrides(budget: Budget, mapping: dict) -> Budget:

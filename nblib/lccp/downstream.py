@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from nblib.budgets import Budget
+from nblib.budgets import PAPER_POST_TRAINING_POINTS, Budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
@@ -26,7 +26,7 @@ from nblib.lccp.merge import merge
 from nblib.metrics.attention_maps import retrieval_head_scores
 from nblib.store.runstore import Run
 
-PAPER_POINTS = (10, 20, 40, 60, 80, 100, 120)  # Dl/N of the checkpoints the paper extends (§5.2, Fig. 8a)
+PAPER_POINTS = PAPER_POST_TRAINING_POINTS  # Dl/N of the checkpoints the paper extends (§5.2, Fig. 8a)
 
 
 def trajectory_points(budget: Budget) -> list[float]:
@@ -85,7 +85,7 @@ def _scores_along_trajectory(budget: Budget, run: Run, suite: dict, points, name
     key = _suite_key(suite, budget.ruler_max_new)
     for dl in points or trajectory_points(budget):
         raw = experiments.step_at(run, dl)
-        last4 = experiments.last4_steps(run, dl, budget.s5_ckpt_every)
+        last4 = experiments.last4_steps(run, dl, budget.last4_gap(budget.s5_ckpt_every))
         for protocol, steps in (("Raw", [raw]), ("Last4", last4)):
             def compute(steps=steps):
                 model = run.load_model(steps[0]) if len(steps) == 1 else run.load_model(

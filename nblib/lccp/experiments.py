@@ -133,7 +133,7 @@ def constant_table(ev: Evaluator, scales=("S1", "S2", "S3", "S4"), workers=None)
         short = store.run(grid.short_stage(b, scale).wsd[ds])
         for dl in b.dl_multiples:
             jobs.append((run.hash, "raw", step_at(run, dl), None, {}))
-            jobs.append((run.hash, "merged", last4_steps(run, dl, b.constant_ckpt_every), "lastM", {"m": 4}))
+            jobs.append((run.hash, "merged", last4_steps(run, dl, b.last4_gap(b.constant_ckpt_every)), "lastM", {"m": 4}))
             meta.append((scale, ds, dl, cfg.seed, short, run))
     res = evaluate_many(ev, jobs, workers, "LongPPL (Constant)")
     rows = []
@@ -182,14 +182,12 @@ def last4_vs_raw(const: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def constant_last4_fit_table(ev: Evaluator, const: pd.DataFrame, traj: Run, scale: str,
                              fit_scales) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 5's data: seed-mean Constant-Last4 rows of `fit_scales` plus every Last4
-    evaluation point of the long trajectory (every s5_eval_every N, checkpoints
-    s5_ckpt_every N apart). Returns (the joint table, the trajectory's Raw and Last4 points)."""
+    evaluation point of the long trajectory (`s5_eval_points`, Last4's checkpoints
+    `last4_gap` apart). Returns (the joint table, the trajectory's Raw and Last4 points)."""
     b = ev.budget
     cm = seed_mean(const)
     cl4 = cm[cm.rule == "last4"]
-    n_points = int(round(b.s5_trajectory / b.s5_eval_every))
-    dl_points = [round(b.s5_eval_every * k, 6) for k in range(1, n_points + 1)]
-    tp = trajectory_points(ev, traj, dl_points, b.s5_ckpt_every)
+    tp = trajectory_points(ev, traj, s5_eval_points(b), b.last4_gap(b.s5_ckpt_every))
     ds = ev.store.run(grid.short_stage(b, scale).wsd[b.ds_multiples[-1]]).config.realized_tokens
     tl4 = tp[tp.rule == "last4"].assign(scale=scale, N=b.n_params(scale), Ds=ds)
     return pd.concat([cl4[cl4.scale.isin(fit_scales)], tl4], ignore_index=True), tp
@@ -294,6 +292,16 @@ def observation_rules(ev: Evaluator, run: Run, dl_mult: float, pool_spacing: flo
         jobs.append((run.hash, "merged", steps, method, kw))
     res = evaluate_many(ev, jobs, workers, "observation rules")
     return pd.DataFrame([{"rule": n, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]} for n, r in zip(names, res)])
+
+
+def s5_eval_points(b: Budget) -> list[float]:
+    """Dl/N of the long trajectory's evaluation points (§4.2: every s5_eval_every N, from
+    s5_eval_every to s5_trajectory), from the first whose Last4 window lies after Dl = 0 (App.
+    B.1's spacing ablation starts its targets at 20N for the same reason)."""
+    gap = b.last4_gap(b.s5_ckpt_every)
+    n_points = int(round(b.s5_trajectory / b.s5_eval_every))
+    points = [round(b.s5_eval_every * k, 6) for k in range(1, n_points + 1)]
+    return [t for t in points if t > 3 * gap + 1e-9]
 
 
 def trajectory_points(ev: Evaluator, run: Run, dl_points, spacing: float, workers=None) -> pd.DataFrame:

@@ -67,11 +67,11 @@ def extended_code_needle_suite(budget: Budget, seed: int = 0) -> dict:
 
 def start_points(budget: Budget, run: Run, points) -> list[dict]:
     """The starting checkpoints of §5.2-5.3: for every Dl/N point, the Raw checkpoint and
-    Last4 (the uniform average of the four checkpoints `s5_ckpt_every` apart, App. B.1)."""
+    Last4 (the uniform average of four checkpoints `last4_gap` apart, App. B.1)."""
     out = []
     for dl in points:
         raw = experiments.step_at(run, dl)
-        last4 = experiments.last4_steps(run, dl, budget.s5_ckpt_every)
+        last4 = experiments.last4_steps(run, dl, budget.last4_gap(budget.s5_ckpt_every))
         out.append({"dl": dl, "protocol": "Raw", "step": raw, "average_steps": None})
         out.append({"dl": dl, "protocol": "Last4", "step": last4[-1], "average_steps": last4})
     return out

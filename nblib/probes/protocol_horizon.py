@@ -91,7 +91,8 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     jobs, meta = [], []
     for scale, const, lds in plan:
         run = store.run(const)
-        spacing = b.s5_ckpt_every if const.hash == experiments.trajectory_config(b, "S5").hash else b.constant_ckpt_every
+        spacing = b.last4_gap(b.s5_ckpt_every if const.hash == experiments.trajectory_config(b, "S5").hash
+                             else b.constant_ckpt_every)
         for dl in a.dls:
             jobs += [(lds[dl].hash, "raw", "final", None, {}),
                      (run.hash, "raw", experiments.step_at(run, dl), None, {}),
