@@ -200,6 +200,18 @@ def test_append_record_writes_lines_and_a_manifest_entry_per_write(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl", "x.jsonl.manifest.json"]  # no leftovers
 
 
+def test_one_command_appending_record_by_record_is_one_manifest_entry(tmp_path):
+    out = tmp_path / "x.jsonl"
+    for a in range(3):  # a probe writing each needle's record as it finishes
+        results.append_record(out, {"a": a}, module="nblib.probes.lccp_lr", argv=["--scales", "S1"])
+    results.append_record(out, {"a": 3}, module="nblib.probes.lccp_lr", argv=["--scales", "S2"])
+    results.append_record(out, {"a": 4}, module="nblib.probes.lccp_lr", argv=["--scales", "S1"])
+    m = results.read_manifest(out)
+    assert [(w["lines"], w["command"].split()[-1]) for w in m["writes"]] == [([1, 3], "S1"), ([4, 4], "S2"),
+                                                                           ([5, 5], "S1")]
+    assert m["writes"][0]["until"] >= m["writes"][0]["time"] and "until" not in m["writes"][1]
+
+
 def test_record_path_resolves_bare_names_into_the_folder(tmp_path):
     assert results.record_path("toy_lccp_lr_probe") == results.RESULTS / "toy_lccp_lr_probe.jsonl"
     assert results.record_path("toy_grid_ladder") == results.RESULTS / "toy_grid_ladder.csv"

@@ -180,8 +180,28 @@ def append_csv_row(path: str | os.PathLike, row: dict, *, module: str, argv) -> 
 
 def _add_write(path: Path, module: str, entry: dict) -> None:
     m = read_manifest(path)
-    writes = m.get("writes", [])
-    atomic_write_json(manifest_path(path), {"file": path.name, "writer": module, "writes": [*writes, entry]})
+    writes = merge_writes([*m.get("writes", []), entry])
+    atomic_write_json(manifest_path(path), {"file": path.name, "writer": module, "writes": writes})
+
+
+_SAME_RUN = ("module", "command", "code", "machine")
+
+
+def merge_writes(writes: list[dict]) -> list[dict]:
+    """Manifest entries with each run of contiguous appends by one command (same command line,
+    code and machine: a probe appending record by record) merged into one entry that spans
+    their lines or rows, from its first write's `time` to its last's (`until`)."""
+    out: list[dict] = []
+    for w in writes:
+        prev = out[-1] if out else None
+        key = next((k for k in ("lines", "rows") if k in w), None)
+        if (prev is not None and key is not None and len(prev.get(key) or ()) == 2 and len(w[key]) == 2
+                and prev[key][1] + 1 == w[key][0]
+                and all(prev.get(k) == w.get(k) for k in _SAME_RUN)):
+            out[-1] = {**prev, key: [prev[key][0], w[key][1]], "until": w.get("until", w.get("time"))}
+        else:
+            out.append(w)
+    return out
 
 
 def write_manifest(paths, manifest: str | os.PathLike, *, module: str, command: str) -> Path:
