@@ -5,6 +5,12 @@ run trained at one thread and at two gives different weights after a few hundred
 the difference grows (training is chaotic). So a run trains at the thread count its config
 names (`RunConfig.threads`; 1 when unset, which is how the grid's worker pool trains), whoever
 starts it: the book's pool, a chapter's kernel, or a probe run from the command line.
+
+Across machines, one thread is the reproducible choice: the toy grid's one-thread runs came out
+bit-identical on two hosts with different CPUs, while the two-thread LongPPL reference did not
+(how a matmul splits its sums over threads depends on the CPU), which moved chapter 3's held-out
+R² by about 0.01. The reference keeps two threads because it trains alone and one thread would
+make chapter 2 take about 1.7x as long.
 """
 
 from __future__ import annotations
