@@ -417,7 +417,8 @@ ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 # trails. Q and R take N's LCCP to 2 and 1 x 1,024 tokens a step: Last4 <= Raw 28% -> 57% ->
 # 79%, Last4 - LD -1.45 -> -0.70 -> -0.43, and on R the Constant-Last4 law fits S4 and S5 (0.84 /
 # 0.88) and Eq. 2's 60N prefix misses S5's end by 2%; but LD is still the worst at S4 and
-# chapter 3's S4 $R^2$ falls to 0.69. The grid stays F. (`make book BUDGET_FILE=...` reruns any.)
+# chapter 3's S4 $R^2$ falls to 0.69. U and T are R merged with Last4 2 and 3 N(S1) apart
+# (`last4_spacing`, App. B.1; chapter 4 reads them). The grid stays F. (`make book BUDGET_FILE=...` reruns any.)
 
 # %%
 ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]

@@ -500,6 +500,17 @@ else:
 # checkpoints share most of their noise at one sequence a step. Spaced 4 N apart (App. B.1's
 # ablation, `--spacings 2 4`), Last4 is the lowest of all at every point, below LD at 120 too.
 # So at toy the spacing decides Last4 against Raw, and the grid's $D_l$ decides LD against both.
+#
+# **The spacing on the grid (designs U and T).** The budget field `last4_spacing` sets Last4's
+# spacing for the grid, the S5 trajectory and chapter 5's starts. U and T are R's runs merged
+# 2 N and 3 N(S1) apart (chapter 2's table; R re-measured on the same reference for the
+# comparison). The wider window lowers S5's trajectory at its end (Last4 at 120 N(S1): 4.77,
+# 4.53, 4.28) and Last4 at S4's $D_l$ = 30. At $D_l$ = 10 it reaches back to LCCP's first
+# steps: there T's Last4 is 7.63 against Linear-Decay's 7.00 and Raw's 6.47. T's CCC of 0.80, with
+# a mean gap to Linear-Decay of 0.00, is that excess at 10 offsetting the shortfall at 20-30.
+# Last4 <= Raw falls to 76% on U and 39% on T, against 81% on R. No spacing brings Last4 onto
+# Linear-Decay while Linear-Decay trails Raw (S4 means 6.40 against 6.07 on all three). Only a
+# grid whose $D_l$ reaches the horizon above, near 120 N(S1), would.
 
 # %%
 ch.done()
