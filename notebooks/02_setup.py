@@ -432,7 +432,8 @@ ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder
 # :::{figure} #cell-ladder-s5
 # :label: fig-ladder-s5
 # LongPPL along S5's Constant LCCP trajectory of each grid design that recorded it (Last4 solid,
-# Raw dotted; one seed). J shares I's trajectory, M shares L's, P shares N's. Records:
+# Raw dotted; one seed). J shares I's trajectory, M shares L's, P shares N's; U and T are R's
+# merged 2 and 3 N(S1) apart, from 10 N(S1). Records:
 # `data/probes/toy_grid_ladder_s5.jsonl`, written by `python -m nblib.probes grid_ladder`.
 # :::
 

@@ -106,12 +106,13 @@ def erosion_figure(erosion: pd.DataFrame, dl_ref: float = 30):
 def ladder_trajectory_figure(points: pd.DataFrame):
     """S5's Constant trajectory per grid design (records of `python -m nblib.probes grid_ladder`):
     LongPPL against Dl, Last4 solid and Raw dotted."""
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(8.5, 4))
     for i, (design, g) in enumerate(points.groupby("design")):
         for protocol, ls in (("Last4", "-"), ("Raw", ":")):
             h = g[g.protocol == protocol].sort_values("dl")
             ax.plot(h.dl, h.longppl, ls=ls, marker="o", ms=3, color=f"C{i}", label=f"design {design}, {protocol}")
     ax.set(xlabel="$D_l$ (units of N(S1))", ylabel="LongPPL", yscale="log",
-           title="S5's Constant trajectory (Ds = 270 N(S1)) by grid design")
-    ax.legend(fontsize=8)
+           title="S5's Constant trajectory (from each design's largest $D_s$) by grid design")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
     return fig
