@@ -252,6 +252,11 @@ class Budget:
         `ckpt_every` N: `last4_spacing` where set, else `ckpt_every` (adjacent checkpoints, §4.2)."""
         return self.last4_spacing if self.last4_spacing is not None else ckpt_every
 
+    @property
+    def s5_last4_gap(self) -> float:
+        """`last4_gap` on the long S5 trajectory (checkpoints every s5_ckpt_every N)."""
+        return self.last4_gap(self.s5_ckpt_every)
+
     def with_model(self, scale: str, **changes) -> "Budget":
         """This budget with `scale`'s model config changed (a probe's variant: more layers,
         another head layout); every other setting, and every other scale, stays."""

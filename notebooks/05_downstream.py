@@ -508,7 +508,7 @@ ch.markdown(findings.post_training_findings(ext_suite, ruler_ext, ext_len, bench
 # after SFT at both budgets (higher is better). The second table gives Delta at each point.
 
 # %%
-longppl = experiments.trajectory_points(ev, run, points, b.last4_gap(b.s5_ckpt_every))
+longppl = experiments.trajectory_points(ev, run, points, b.s5_last4_gap)
 sft_frame = sft_models.reset_index() if len(sft_models) else None
 sft_2x_frame = sft_models_2x.reset_index() if len(sft_models_2x) else None
 t14 = downstream.table14(longppl, ruler, ruler_ext, sft_frame, sft_2x_frame)

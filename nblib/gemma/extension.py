@@ -31,6 +31,7 @@ from nblib.models import build_model
 from nblib.stats import paired_bootstrap
 from nblib.store.runstore import Run, RunConfig, RunStore
 from nblib.training.runner import get_or_run
+from nblib.training.threads import KERNEL_THREADS
 
 MODELS = ("plain RoPE", "zero-shot YaRN", "YaRN fine-tuned")
 
@@ -39,9 +40,6 @@ def yarn_scaling(budget: Budget) -> dict:
     """The rope_scaling of Model B extended s-fold from its training context L."""
     p = budget.pair
     return {"type": "yarn", "factor": float(p.yarn_factor), "original_max_seq_len": p.seq_len}
-
-
-FINETUNE_THREADS = 2  # each fine-tune trains alone in chapter 9's kernel, on both cores of the 2-core machine
 
 
 def finetune_config(budget: Budget, parent: Run) -> RunConfig:
@@ -64,7 +62,7 @@ def finetune_config(budget: Budget, parent: Run) -> RunConfig:
                      init={"run": parent.hash, "step": pc.total_steps, "mode": "weights+optimizer"},
                      label=f"Model B, YaRN x{p.yarn_factor} fine-tune", meta={"pair": "B", "stage": "yarn"},
                      ckpt_every_tokens=p.finetune_snapshot_every * per_step, keep_optimizer="last", log_every=2,
-                     threads=FINETUNE_THREADS)
+                     threads=KERNEL_THREADS)  # trains alone in chapter 9's kernel
 
 
 def finetune_run(store: RunStore, budget: Budget, parent: Run) -> Run:

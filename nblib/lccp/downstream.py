@@ -85,7 +85,7 @@ def _scores_along_trajectory(budget: Budget, run: Run, suite: dict, points, name
     key = _suite_key(suite, budget.ruler_max_new)
     for dl in points or trajectory_points(budget):
         raw = experiments.step_at(run, dl)
-        last4 = experiments.last4_steps(run, dl, budget.last4_gap(budget.s5_ckpt_every))
+        last4 = experiments.last4_steps(run, dl, budget.s5_last4_gap)
         for protocol, steps in (("Raw", [raw]), ("Last4", last4)):
             def compute(steps=steps):
                 model = run.load_model(steps[0]) if len(steps) == 1 else run.load_model(

@@ -141,18 +141,14 @@ _WORKER_EVAL: dict = {}
 
 
 def _eval_job(root: str, budget: Budget, job: tuple):
-    with fixed_threads(1):  # a score is the same whether a worker or the kernel computes it
-        return _eval_job_at_one_thread(root, budget, job)
-
-
-def _eval_job_at_one_thread(root: str, budget: Budget, job: tuple):
     key = (root, repr(budget))  # the budget itself, not its name: a budget file's may differ from the named one
     if key not in _WORKER_EVAL:
         _WORKER_EVAL[key] = Evaluator.build(budget, RunStore(root))
     ev = _WORKER_EVAL[key]
     run_hash, kind, steps, method, kw = job
     run = ev.store.by_hash(run_hash)
-    return ev.run(run, steps) if kind == "raw" else ev.merged(run, steps, method, **kw)
+    with fixed_threads(1):  # a score is the same whether a worker or the kernel computes it
+        return ev.run(run, steps) if kind == "raw" else ev.merged(run, steps, method, **kw)
 
 
 def evaluate_many(ev: Evaluator, jobs: list[tuple], workers: int | None = None, desc: str = "evals") -> list[dict]:

@@ -187,7 +187,7 @@ def constant_last4_fit_table(ev: Evaluator, const: pd.DataFrame, traj: Run, scal
     b = ev.budget
     cm = seed_mean(const)
     cl4 = cm[cm.rule == "last4"]
-    tp = trajectory_points(ev, traj, s5_eval_points(b), b.last4_gap(b.s5_ckpt_every))
+    tp = trajectory_points(ev, traj, s5_eval_points(b), b.s5_last4_gap)
     ds = ev.store.run(grid.short_stage(b, scale).wsd[b.ds_multiples[-1]]).config.realized_tokens
     tl4 = tp[tp.rule == "last4"].assign(scale=scale, N=b.n_params(scale), Ds=ds)
     return pd.concat([cl4[cl4.scale.isin(fit_scales)], tl4], ignore_index=True), tp
@@ -298,7 +298,7 @@ def s5_eval_points(b: Budget) -> list[float]:
     """Dl/N of the long trajectory's evaluation points (§4.2: every s5_eval_every N, from
     s5_eval_every to s5_trajectory), from the first whose Last4 window lies after Dl = 0 (App.
     B.1's spacing ablation starts its targets at 20N for the same reason)."""
-    gap = b.last4_gap(b.s5_ckpt_every)
+    gap = b.s5_last4_gap
     n_points = int(round(b.s5_trajectory / b.s5_eval_every))
     points = [round(b.s5_eval_every * k, 6) for k in range(1, n_points + 1)]
     return [t for t in points if t > 3 * gap + 1e-9]

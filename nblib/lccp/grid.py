@@ -25,6 +25,7 @@ from nblib.budgets import SCALES, Budget
 from nblib.data import corpus_identity
 from nblib.store.runstore import RunConfig
 from nblib.training.schedules import wsd_stable_steps
+from nblib.training.threads import KERNEL_THREADS
 
 
 # Set inside `placeholder_corpus`: the corpus identity configs name instead of the corpus' hash
@@ -177,7 +178,7 @@ def checkpoint_step(config: RunConfig, dl_mult: float) -> int:
     return int(round(j)) * k
 
 
-REFERENCE_THREADS = 2  # the reference trains alone in chapter 2's kernel, on both cores of the 2-core machine
+REFERENCE_THREADS = KERNEL_THREADS  # the reference trains alone in chapter 2's kernel
 
 
 def reference_config(budget: Budget) -> RunConfig:

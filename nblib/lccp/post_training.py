@@ -71,7 +71,7 @@ def start_points(budget: Budget, run: Run, points) -> list[dict]:
     out = []
     for dl in points:
         raw = experiments.step_at(run, dl)
-        last4 = experiments.last4_steps(run, dl, budget.last4_gap(budget.s5_ckpt_every))
+        last4 = experiments.last4_steps(run, dl, budget.s5_last4_gap)
         out.append({"dl": dl, "protocol": "Raw", "step": raw, "average_steps": None})
         out.append({"dl": dl, "protocol": "Last4", "step": last4[-1], "average_steps": last4})
     return out

@@ -117,7 +117,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     lengths = [n or b.ruler_len or b.long_seq_len for n in a.lengths]
     for dl in a.points:
         steps = {"Raw": [experiments.step_at(run, dl)],
-                 "Last4": experiments.last4_steps(run, dl, b.last4_gap(b.s5_ckpt_every))}
+                 "Last4": experiments.last4_steps(run, dl, b.s5_last4_gap)}
         for protocol in a.protocols:
             s = steps[protocol]
             model = run.load_model(s[0]) if len(s) == 1 else run.load_model(

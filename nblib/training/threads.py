@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import torch
 
 DEFAULT_THREADS = 1  # a run without `threads` in its config: the worker pool's one thread
+KERNEL_THREADS = 2  # a run that trains alone in a chapter's kernel, on both cores of the 2-core machine
 
 
 @contextmanager
