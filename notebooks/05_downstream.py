@@ -64,7 +64,7 @@ from nblib.book.chapter import Chapter
 from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
 from nblib.lccp.sft import build_sft_mixture, mixture_summary
-from nblib.probes import record_path
+from nblib.probes import record_path, records
 from nblib.training.runner import get_or_run_many
 
 ch = Chapter("05_downstream", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, scale=scale,
@@ -397,6 +397,33 @@ if len(needle_designs):
     ch.markdown(findings.needle_design_findings(needle_designs))
 else:
     print(f"no records of a ladder design in {lever_path}")
+
+# %% [markdown]
+# ### This chapter run whole on the ladder's trajectories
+#
+# The rows above probe a few points. Below, this whole chapter ran on each design's S5
+# trajectory (`python -m nblib.book run --budget-file data/probes/grid_designs/X.toml --chapters
+# 05_downstream`), and `python -m nblib.probes needle_ladder` read its tables into one row per
+# design (`toy_needle_ladder.csv`): the book's own trajectory (F), and chapter 2's designs whose
+# Constant LCCP keeps improving LongPPL to Dl = 120 N(S1). Each row is held to the targets
+# for §5.1's trend at toy scale:
+# - Last4's per-piece hit rate and needle gain rise along the trajectory (Spearman ρ ≥ 0.8
+#   against Dl).
+# - Raw and Last4 score at least 20 at the last point, and at least 10 above the control.
+# - The mean score rises from the first point to the last.
+# - The needles score above 0 after the 4x extension.
+# - A retrieval head above 0.1 exists at the last point, and Table 14 has all five rows.
+#
+# Chapter 2's S5 LongPPL ρ and chapter 3's held-out R² sit beside each row: they show what
+# the design costs the other chapters.
+
+# %%
+needle_ladder = records("toy_needle_ladder")
+grid_cols = ["S5 Last4 rho(Dl, LongPPL)", "S1-S3 -> S4 R²", "S1-S4 -> S5 R²"]
+needle_ladder = needle_ladder.merge(records("toy_grid_ladder").rename(columns={"design": "grid row"})
+                                    [["grid row", *grid_cols]], on="grid row", how="left")
+display(needle_ladder.drop(columns=["code", "measured"]).set_index("design"))
+ch.markdown(findings.needle_ladder_findings(needle_ladder))
 
 # %% [markdown]
 # With RULER's values, S5 reads the needle: with it in the prompt, every value token is more

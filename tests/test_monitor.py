@@ -11,7 +11,7 @@ import subproc
 from nblib.budgets import get_budget
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator
-from nblib.lccp.monitor import MonitorError, forecast
+from nblib.lccp.monitor import MonitorError, forecast, last_m_windows
 from nblib.store.runstore import RunStore
 from nblib.training.runner import get_or_run, get_or_run_many
 
@@ -24,6 +24,16 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 def test_forecast_refuses_too_few_points():
     with pytest.raises(MonitorError, match="at least 4"):
         forecast([{"Dl": 1e6 * i, "long_ppl": 3.0 - 0.1 * i} for i in range(1, 4)], [1e8])
+
+
+def test_last4_windows_adjacent_and_spaced():
+    steps = [10 * k for k in range(1, 11)]  # checkpoints at steps 10..100, shuffled order is sorted
+    assert last_m_windows(steps[::-1], eval_every=5) == [[20, 30, 40, 50], [70, 80, 90, 100]]
+    # App. B.1's Last4(2): the checkpoint and those 2, 4 and 6 checkpoints back; the first
+    # window needs six predecessors, so the 5th checkpoint has none
+    assert last_m_windows(steps, eval_every=5, spacing=2) == [[40, 60, 80, 100]]
+    assert last_m_windows(steps, eval_every=1, spacing=3) == [[10, 40, 70, 100]]
+    assert last_m_windows(steps[:3], eval_every=1) == []
 
 
 def test_forecast_recovers_a_power_law():

@@ -396,6 +396,30 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
     return bullets(lines)
 
 
+def needle_ladder_findings(ladder: pd.DataFrame) -> str:
+    """Chapter 5 run whole on each design's S5 trajectory in words (data/probes/toy_needle_ladder.csv,
+    `nblib.probes.needle_ladder`): per design, the scores at the last point against their control,
+    Last4's rank correlations, the score after the 4x extension, and which of the targets it
+    meets and misses; with chapter 2's S5 LongPPL rho and chapter 3's held-out R² where joined."""
+    from nblib.probes import needle_ladder as NL
+
+    lines = []
+    for _, r in ladder.iterrows():
+        met = NL.meets(r.to_dict())
+        missed = [t for t, ok in met.items() if not ok]
+        grid = (f"; its S5 Last4 LongPPL has rho {r['S5 Last4 rho(Dl, LongPPL)']:+.2f} against Dl and chapter 3's "
+                f"held-out R² is {r['S1-S3 -> S4 R²']:.2f} / {r['S1-S4 -> S5 R²']:.2f}"
+                if pd.notna(r.get("S5 Last4 rho(Dl, LongPPL)")) else "")
+        lines.append(
+            f"Design {r['design']} ({r['change']}): at Dl/N = {r[NL.LAST_DL]:g} the needles score "
+            f"{r[NL.LAST['Raw']]:.1f} Raw and {r[NL.LAST['Last4']]:.1f} Last4 (first point {r[NL.FIRST]:.1f}, control "
+            f"{r[NL.CONTROL]:.1f}); Last4's rho against Dl {r[NL.RHO_PIECE]:+.2f} (per-piece hit) and "
+            f"{r[NL.RHO_GAIN]:+.2f} (needle gain); after the 4x extension at most {r[NL.EXT_BEST]:.1f}; best "
+            f"retrieval head at the last point {r[NL.RETRIEVAL]:.2f}{grid}. Meets {len(met) - len(missed)} of "
+            f"{len(met)} targets" + (f"; misses: {'; '.join(missed)}." if missed else "."))
+    return bullets(lines)
+
+
 def downstream_findings(suite: dict, ruler: pd.DataFrame, heads: pd.DataFrame, t14: pd.DataFrame,
                         length: int) -> str:
     """Chapter 5's conclusions next to the LCCP paper's: which RULER subtasks fit and where

@@ -13,7 +13,8 @@ Last4 points share the cache of `Evaluator.merged`, so what chapter 4 evaluated 
 Errors print one line and exit 2.
 
 At every `eval-every`-th checkpoint it evaluates Last4 (the checkpoint and the three
-before it; the LCCP paper §4.1) and caches the result, fits Eq. 2 (§4.3,
+before it, the LCCP paper §4.1; with `--last4-spacing s`, the three that lie s, 2s and 3s
+checkpoints back, App. B.1's Last4(s)) and caches the result, fits Eq. 2 (§4.3,
 log LongPPL = Bl Dl^-βl + C') with Huber loss and a bootstrap over the points, and
 prints the predicted LongPPL at the `--future` budgets with 95% intervals and the
 marginal gain (LongPPL drop) per extra billion tokens.
@@ -144,15 +145,21 @@ def _window_id(files: list) -> str:
     return h.hexdigest()[:16]
 
 
-def evaluate_points(steps: dict, tps: int, evaluate_window, eval_every: int, m: int = 4) -> list[dict]:
-    """Last4 LongPPL/ShortPPL at every eval_every-th checkpoint that has m-1 predecessors:
-    `evaluate_window(window steps)` scores the merge of the m checkpoints ending there."""
+def last_m_windows(steps, eval_every: int, m: int = 4, spacing: int = 1) -> list[list[int]]:
+    """The checkpoint windows Last-m merges (§4.1; App. B.1's Last-m(s)): at every
+    eval_every-th checkpoint that has (m-1)*spacing predecessors, that checkpoint and the m-1
+    that lie spacing, 2*spacing, ... checkpoints before it, oldest first."""
     order = sorted(steps)
+    reach = (m - 1) * spacing
+    return [order[i - reach:i + 1:spacing] for i in range(reach, len(order)) if (i + 1) % eval_every == 0]
+
+
+def evaluate_points(steps: dict, tps: int, evaluate_window, eval_every: int, m: int = 4,
+                    spacing: int = 1) -> list[dict]:
+    """Last4 LongPPL/ShortPPL at every window of `last_m_windows`: `evaluate_window(window
+    steps)` scores the merge of the m checkpoints of that window."""
     points = []
-    for i in range(m - 1, len(order)):
-        if (i + 1) % eval_every:
-            continue
-        window = order[i - m + 1:i + 1]
+    for window in last_m_windows(steps, eval_every, m, spacing):
         res = evaluate_window(window)
         if not all(np.isfinite([res["long_ppl"], res["short_ppl"]])):
             raise MonitorError(f"Last4 at step {window[-1]} gives LongPPL {res['long_ppl']} and ShortPPL "
@@ -201,6 +208,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m nblib.lccp.monitor", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--eval-every", type=int, default=5, help="evaluate Last4 at every k-th checkpoint (paper: 5)")
+    ap.add_argument("--last4-spacing", type=int, default=1,
+                    help="checkpoints between Last4's merged checkpoints (App. B.1's Last4(s); paper §4.1: 1)")
     ap.add_argument("--future", type=float, nargs="*", default=[], help="future Dl budgets in tokens")
     ap.add_argument("--n-boot", type=int, default=200)
     ap.add_argument("--plot", default=None, help="write a PNG of the points and the forecast")
@@ -218,9 +227,13 @@ def main(argv=None) -> int:
     if args.eval_every < 1:
         raise MonitorError(f"--eval-every must be >= 1, got {args.eval_every}")
     steps, tps, evaluate_window = collect(run_dir, args)
-    if len(steps) < 4:
-        raise MonitorError(f"{run_dir} has {len(steps)} checkpoint(s); Last4 needs at least 4")
-    points = evaluate_points(steps, tps, evaluate_window, args.eval_every)
+    if args.last4_spacing < 1:
+        raise MonitorError(f"--last4-spacing must be >= 1 (checkpoints), got {args.last4_spacing}")
+    need = 3 * args.last4_spacing + 1
+    if len(steps) < need:
+        raise MonitorError(f"{run_dir} has {len(steps)} checkpoint(s); Last4 needs at least {need}"
+                           + (f" at --last4-spacing {args.last4_spacing}" if args.last4_spacing > 1 else ""))
+    points = evaluate_points(steps, tps, evaluate_window, args.eval_every, spacing=args.last4_spacing)
     print(f"{len(points)} Last4 evaluation points ({len(steps)} checkpoints, {tps:,} tokens/step)")
     print(f"{'Dl (tokens)':>14} {'LongPPL':>9} {'ShortPPL':>9}")
     for p in points:

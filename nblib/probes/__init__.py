@@ -21,6 +21,7 @@ chapters read. One module per probe, each with a `main(argv)`; one entry point:
     protocol_horizon    4        toy_protocol_horizon                            (new)
     ruler_copy          5        toy_ruler_copy_probe                            toy_ruler_copy_probe.py
     code_needle_levers  5        toy_code_needle_levers                          toy_code_needle_levers.py
+    needle_ladder       5        toy_needle_ladder.csv                           (new)
     pair                6        pair_probe                                      pair_probe.py
 
 The chapters read every record file but cpu_kernel_probe and toy_trajectory_copy_probe, kept as
@@ -50,6 +51,7 @@ PROBES = {
     "protocol_horizon": "nblib.probes.protocol_horizon",
     "ruler_copy": "nblib.probes.ruler_copy",
     "code_needle_levers": "nblib.probes.code_needle_levers",
+    "needle_ladder": "nblib.probes.needle_ladder",
     "pair": "nblib.probes.pair",
 }
 
