@@ -130,16 +130,20 @@ def test_needle_design_table_reads_the_ladder_designs_only():
             dict(base, budget="data/probes/grid_designs/L.toml", task="a", dl=120)]
     t = D.needle_design_table(pd.DataFrame(rows))
     assert list(t.index.get_level_values("design").unique()) == ["K", "L"]
-    k = t.loc[("K", "code", "magic", "short", 10, "Last4")]
+    k = t.loc[("K", "code", "magic", "short", 10, "Last4", 20)]
     assert k.score == 45.0 and k.piece_hit == 0.75 and k.tasks == 2
+    # a re-measure with more prompts is a row of its own, not a replacement
+    t2 = D.needle_design_table(pd.DataFrame(rows + [dict(rows[1], n=100, score=10.0)]))
+    assert t2.loc[("K", "code", "magic", "short", 10, "Last4", 20)].score == 45.0
+    assert t2.loc[("K", "code", "magic", "short", 10, "Last4", 100)].score == 10.0
     assert "best_retrieval_head" not in t  # records from before the probe scored heads
     assert D.needle_design_table(pd.DataFrame(rows[:1])).empty
     # the best retrieval head is Fig. 18's: niah_single_2's, not the mean over the needles
     heads = [dict(r, retrieval_best=0.2 * (i + 1), task="niah_single_2_code" if i == 2 else r["task"])
              for i, r in enumerate(rows)]
     t = D.needle_design_table(pd.DataFrame(heads))
-    assert t.loc[("K", "code", "magic", "short", 10, "Last4")].best_retrieval_head == pytest.approx(0.6)
-    assert np.isnan(t.loc[("L", "code", "magic", "short", 120, "Last4")].best_retrieval_head)  # no niah_single_2 row
+    assert t.loc[("K", "code", "magic", "short", 10, "Last4", 20)].best_retrieval_head == pytest.approx(0.6)
+    assert np.isnan(t.loc[("L", "code", "magic", "short", 120, "Last4", 20)].best_retrieval_head)  # no niah_single_2 row
 
 
 def test_needle_design_findings_read_last4_from_first_to_last_point():
@@ -155,6 +159,10 @@ def test_needle_design_findings_read_last4_from_first_to_last_point():
     rows = [dict(r, task="niah_single_2_code", retrieval_best=0.3 + r["dl"] / 200) for r in rows]
     text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows)))
     assert "nats per value token, best retrieval head 0.35 -> 0.90." in text
+    more = [dict(rows[-1], n=100, score=30.0)]  # one point re-measured with 100 prompts: a line of its own
+    text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows + more)))
+    assert text.count("Design K") == 2 and "Last4, Dl/N = 10 -> 120: score 0.0 -> 20.0" in text
+    assert "Last4 at Dl/N = 120 only, 100 prompts per needle: score 30.0 (control 5.0)" in text
 
 
 def test_needle_trajectory_findings_name_a_constant_measure_instead_of_a_nan_rho():

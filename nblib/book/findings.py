@@ -381,10 +381,17 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
 
     lines = []
     t = designs.reset_index()
-    for (design, hf, kf, vf), g in t[t.protocol == "Last4"].groupby(
-            ["design", "haystack_form", "key_form", "value_form"], sort=False):
+    if "prompts" not in t:
+        t = t.assign(prompts=20)
+    for (design, hf, kf, vf, n), g in t[t.protocol == "Last4"].groupby(
+            ["design", "haystack_form", "key_form", "value_form", "prompts"], sort=False):
         g = g.sort_values("dl")
         first, last = g.iloc[0], g.iloc[-1]
+        if len(g) == 1:  # a re-measure of one point with more prompts
+            lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4 at Dl/N = {last.dl:g} only, {n:g} "
+                         f"prompts per needle: score {last.score:.1f} (control {last.control_score:.1f}), per-piece "
+                         f"hit {last.piece_hit:.2f}, needle gain {last.needle_gain:+.2f} nats per value token.")
+            continue
         rho = f", rho {spearmanr(g.dl, g.piece_hit).statistic:+.2f}" if len(g) >= 3 and g.piece_hit.nunique() > 1 else ""
         lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4, Dl/N = {first.dl:g} -> {last.dl:g}: "
                      f"score {first.score:.1f} -> {last.score:.1f} (control {first.control_score:.1f} -> "

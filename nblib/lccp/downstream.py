@@ -258,7 +258,7 @@ def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
 def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
     `python -m nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
-    per (design, haystack, key and value form, Dl/N, protocol), the mean over the three
+    per (design, haystack, key and value form, Dl/N, protocol, prompts per needle), the mean over the three
     single needles of the score, the control's score, the per-piece hit rate and the needle gain,
     and the best retrieval head on niah_single_2's prompts (NaN for records made before the
     probe scored heads)."""
@@ -268,8 +268,11 @@ def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     if r.empty:
         return pd.DataFrame()
     r = r.assign(design=r["budget"].map(lambda p: p.rsplit("/", 1)[-1].removesuffix(".toml")),
-                 value_form=r["value_form"].fillna("ruler") if "value_form" in r else "ruler")
-    keys = ["design", "haystack_form", "key_form", "value_form", "dl", "protocol"]
+                 value_form=r["value_form"].fillna("ruler") if "value_form" in r else "ruler",
+                 # records without a count took the probe's default of 20 prompts per needle
+                 prompts=(r["n"].fillna(20) if "n" in r else pd.Series(20, index=r.index)).astype(int))
+    # a re-measure with more prompts per needle is a row of its own beside the first
+    keys = ["design", "haystack_form", "key_form", "value_form", "dl", "protocol", "prompts"]
     r = r.drop_duplicates(keys + ["task"], keep="last")
     t = r.groupby(keys, sort=True).agg(score=("score", "mean"), control_score=("control_score", "mean"),
                                        piece_hit=("value_piece_hit", "mean"), needle_gain=("needle_gain", "mean"),
