@@ -13,6 +13,7 @@ import pandas as pd
 
 from nblib.book.paper_values import (FIG15_AVERAGE, HELDOUT_CLAIM, RETRIEVAL_HEADS, RULER_128K_SUBTASKS,
                                      RULER_SUBTASK_ENDPOINTS, TABLE3_LD, TABLE14_LATER)
+from nblib.probes import needle_ladder as NL
 
 
 def bullets(lines) -> str:
@@ -408,8 +409,6 @@ def needle_ladder_findings(ladder: pd.DataFrame) -> str:
     `nblib.probes.needle_ladder`): per design, the scores at the last point against their control,
     Last4's rank correlations, the score after the 4x extension, and which of the targets it
     meets and misses; with chapter 2's S5 LongPPL rho and chapter 3's held-out R² where joined."""
-    from nblib.probes import needle_ladder as NL
-
     lines = []
     for _, r in ladder.iterrows():
         met = NL.meets(r.to_dict())
