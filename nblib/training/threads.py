@@ -1,6 +1,6 @@
 """CPU threads as part of what a run is.
 
-A float sum depends on its order, and a CPU matmul splits its sums over threads: the same
+A float sum depends on its order, and on many CPUs a matmul splits its sums over threads: the same
 run trained at one thread and at two gives different weights after a few hundred steps, and
 the difference grows (training is chaotic). So a run trains at the thread count its config
 names (`RunConfig.threads`; 1 when unset, which is how the grid's worker pool trains), whoever
