@@ -132,6 +132,8 @@ def test_needle_design_table_reads_the_ladder_designs_only():
     assert list(t.index.get_level_values("design").unique()) == ["K", "L"]
     k = t.loc[("K", "code", "magic", "short", 10, "Last4", 20)]
     assert k.score == 45.0 and k.piece_hit == 0.75 and k.tasks == 2
+    # binomial SE of a mean of two needles at 20 prompts: sqrt(.3*.7/20 + .6*.4/20) / 2 = 0.075
+    assert k.score_se == pytest.approx(7.5)
     # a re-measure with more prompts is a row of its own, not a replacement
     t2 = D.needle_design_table(pd.DataFrame(rows + [dict(rows[1], n=100, score=10.0)]))
     assert t2.loc[("K", "code", "magic", "short", 10, "Last4", 20)].score == 45.0
@@ -154,15 +156,15 @@ def test_needle_design_findings_read_last4_from_first_to_last_point():
     rows = [dict(base, dl=dl, protocol=p, score=10.0 * i, value_piece_hit=0.1 * (3 - i if p == "Raw" else i),
                  needle_gain=0.2 * i) for p in ("Raw", "Last4") for i, dl in enumerate((10, 40, 120))]
     text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows)))
-    assert text.count("Design K") == 1 and "Last4, Dl/N = 10 -> 120: score 0.0 -> 20.0 (control 5.0 -> 5.0)" in text
+    assert text.count("Design K") == 1 and "Last4, Dl/N = 10 -> 120: score 0.0 ± 0.0 -> 20.0 ± 8.9 (control 5.0 -> 5.0)" in text
     assert "per-piece hit 0.00 -> 0.20, rho +1.00" in text and "needle gain +0.00 -> +0.40 nats per value token." in text
     rows = [dict(r, task="niah_single_2_code", retrieval_best=0.3 + r["dl"] / 200) for r in rows]
     text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows)))
     assert "nats per value token, best retrieval head 0.35 -> 0.90." in text
     more = [dict(rows[-1], n=100, score=30.0)]  # one point re-measured with 100 prompts: a line of its own
     text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows + more)))
-    assert text.count("Design K") == 2 and "Last4, Dl/N = 10 -> 120: score 0.0 -> 20.0" in text
-    assert "Last4 at Dl/N = 120 only, 100 prompts per needle: score 30.0 (control 5.0)" in text
+    assert text.count("Design K") == 2 and "Last4, Dl/N = 10 -> 120: score 0.0 ± 0.0 -> 20.0 ± 8.9" in text
+    assert "Last4 at Dl/N = 120 only, 100 prompts per needle: score 30.0 ± 4.6 (control 5.0)" in text
 
 
 def test_needle_trajectory_findings_name_a_constant_measure_instead_of_a_nan_rho():

@@ -372,6 +372,12 @@ def needle_trajectory_findings(traj: pd.DataFrame, ext: pd.DataFrame | None = No
     return bullets(lines)
 
 
+def _se(row) -> str:
+    """The " ± SE" of a needle score, where the table has its binomial standard error."""
+    se = row.get("score_se")
+    return f" ± {se:.1f}" if se is not None and pd.notna(se) else ""
+
+
 def needle_design_findings(designs: pd.DataFrame) -> str:
     """The code-form needles on chapter 2's ladder designs in words
     (`downstream.needle_design_table`): per design and form, Last4's score against its control
@@ -390,12 +396,12 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
         first, last = g.iloc[0], g.iloc[-1]
         if len(g) == 1:  # a re-measure of one point with more prompts
             lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4 at Dl/N = {last.dl:g} only, {n:g} "
-                         f"prompts per needle: score {last.score:.1f} (control {last.control_score:.1f}), per-piece "
+                         f"prompts per needle: score {last.score:.1f}{_se(last)} (control {last.control_score:.1f}), per-piece "
                          f"hit {last.piece_hit:.2f}, needle gain {last.needle_gain:+.2f} nats per value token.")
             continue
         rho = f", rho {spearmanr(g.dl, g.piece_hit).statistic:+.2f}" if len(g) >= 3 and g.piece_hit.nunique() > 1 else ""
         lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4, Dl/N = {first.dl:g} -> {last.dl:g}: "
-                     f"score {first.score:.1f} -> {last.score:.1f} (control {first.control_score:.1f} -> "
+                     f"score {first.score:.1f}{_se(first)} -> {last.score:.1f}{_se(last)} (control {first.control_score:.1f} -> "
                      f"{last.control_score:.1f}), per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
                      f"needle gain {first.needle_gain:+.2f} -> {last.needle_gain:+.2f} nats per value token"
                      + (f", best retrieval head {first.best_retrieval_head:.2f} -> {last.best_retrieval_head:.2f}"

@@ -259,7 +259,9 @@ def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
     `python -m nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
     per (design, haystack, key and value form, Dl/N, protocol, prompts per needle), the mean over the three
-    single needles of the score, the control's score, the per-piece hit rate and the needle gain,
+    single needles of the score with its binomial standard error (each prompt of a single needle
+    scores 0 or 100, so the mean over k needles of n prompts each has SE
+    sqrt(sum p(1-p) / n) / k), the control's score, the per-piece hit rate and the needle gain,
     and the best retrieval head on niah_single_2's prompts (NaN for records made before the
     probe scored heads)."""
     if records.empty or "budget" not in records.columns:
@@ -277,6 +279,9 @@ def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     t = r.groupby(keys, sort=True).agg(score=("score", "mean"), control_score=("control_score", "mean"),
                                        piece_hit=("value_piece_hit", "mean"), needle_gain=("needle_gain", "mean"),
                                        tasks=("task", "nunique"))
+    p = r["score"].clip(0, 100) / 100
+    var = (p * (1 - p) / r["prompts"]).groupby([r[k] for k in keys]).sum()
+    t.insert(1, "score_se", 100 * var.reindex(t.index).pow(0.5) / t["tasks"])
     if "retrieval_best" in r:  # Fig. 18's task: the best retrieval head on niah_single_2's prompts
         fig18 = r[r["task"] == "niah_single_2_code"].set_index(keys)["retrieval_best"]
         t["best_retrieval_head"] = fig18.reindex(t.index)
