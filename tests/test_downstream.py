@@ -165,6 +165,10 @@ def test_needle_design_findings_read_last4_from_first_to_last_point():
     text = needle_design_findings(D.needle_design_table(pd.DataFrame(rows + more)))
     assert text.count("Design K") == 2 and "Last4, Dl/N = 10 -> 120: score 0.0 ± 0.0 -> 20.0 ± 8.9" in text
     assert "Last4 at Dl/N = 120 only, 100 prompts per needle: score 30.0 ± 4.6 (control 5.0)" in text
+    assert "peak" not in text  # every trajectory above rises to its end
+    hump = [dict(r, score=40.0) if r["dl"] == 40 else r for r in rows]  # a score that peaks mid-way is named
+    text = needle_design_findings(D.needle_design_table(pd.DataFrame(hump)))
+    assert "score 0.0 ± 0.0 -> 20.0 ± 8.9 (control 5.0 -> 5.0), peak 40.0 ± 11.0 at Dl/N = 40," in text
 
 
 def test_needle_trajectory_findings_name_a_constant_measure_instead_of_a_nan_rho():

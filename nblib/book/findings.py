@@ -382,8 +382,9 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
     """The code-form needles on chapter 2's ladder designs in words
     (`downstream.needle_design_table`): per design and form, Last4's score against its control
     and its per-piece hit rate and needle gain from the first to the last probed point, with
-    Spearman rho of the hit rate against Dl where three or more points were probed, and the
-    best retrieval head (Fig. 18) where the records have it."""
+    Spearman rho of the hit rate against Dl where three or more points were probed, the peak
+    score where it lies between the ends, and the best retrieval head (Fig. 18) where the records
+    have it."""
     from scipy.stats import spearmanr
 
     lines = []
@@ -400,9 +401,12 @@ def needle_design_findings(designs: pd.DataFrame) -> str:
                          f"hit {last.piece_hit:.2f}, needle gain {last.needle_gain:+.2f} nats per value token.")
             continue
         rho = f", rho {spearmanr(g.dl, g.piece_hit).statistic:+.2f}" if len(g) >= 3 and g.piece_hit.nunique() > 1 else ""
+        top = g.loc[g.score.idxmax()]  # a score that peaks between the ends is named, not hidden
+        peak = (f", peak {top.score:.1f}{_se(top)} at Dl/N = {top.dl:g}"
+                if top.score > max(first.score, last.score) else "")
         lines.append(f"Design {design}, `{hf}:{kf}` with {vf} values, Last4, Dl/N = {first.dl:g} -> {last.dl:g}: "
                      f"score {first.score:.1f}{_se(first)} -> {last.score:.1f}{_se(last)} (control {first.control_score:.1f} -> "
-                     f"{last.control_score:.1f}), per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
+                     f"{last.control_score:.1f}){peak}, per-piece hit {first.piece_hit:.2f} -> {last.piece_hit:.2f}{rho}, "
                      f"needle gain {first.needle_gain:+.2f} -> {last.needle_gain:+.2f} nats per value token"
                      + (f", best retrieval head {first.best_retrieval_head:.2f} -> {last.best_retrieval_head:.2f}"
                         if "best_retrieval_head" in g and g.best_retrieval_head.iloc[[0, -1]].notna().all()
