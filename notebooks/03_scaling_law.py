@@ -56,6 +56,7 @@ from nblib.budgets import SCALES
 from nblib.lccp import diagnostics, experiments, scaling
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
+from nblib.probes import records
 from nblib.store.provenance import REPO_ROOT
 
 ch = Chapter("03_scaling_law", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, n_boot=n_boot)
@@ -245,6 +246,15 @@ r2_intervals.round(4)
 pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
                "R² (paper)": TABLE3_LD["additive"][0 if "S4" in n[-2:] else 2],
                "MAPE % (paper)": TABLE3_LD["additive"][1 if "S4" in n[-2:] else 3]} for n, r in holdout.items()]).round(4)
+
+# %% [markdown]
+# These are one seed on one host. A CPU's matmul kernels pick their blocking and instruction
+# set per CPU. So the order of a float sum can differ between hosts even at one thread, and
+# with it the last bits of the weights. Training amplifies those bits into a slightly
+# different fit. The same grid on the hosts it has run on, from chapter 2's ladder:
+
+# %%
+ch.markdown(findings.host_spread_findings(records("toy_grid_ladder")))
 
 # %% [markdown]
 # ## Table 11: fitted parameters, with bootstrap intervals

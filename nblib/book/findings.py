@@ -13,6 +13,7 @@ import pandas as pd
 
 from nblib.book.paper_values import (FIG15_AVERAGE, HELDOUT_CLAIM, RETRIEVAL_HEADS, RULER_128K_SUBTASKS,
                                      RULER_SUBTASK_ENDPOINTS, TABLE3_LD, TABLE14_LATER)
+from nblib.probes import grid_ladder as GL
 from nblib.probes import needle_ladder as NL
 
 
@@ -138,6 +139,18 @@ def scaling_law_findings(table: pd.DataFrame, holdout: dict, short_holdout: dict
     if min(r4.r2, r5.r2) < 0.9:
         lines += _misfit_lines(table, holdout, means, copy[col])
     return bullets(lines)
+
+
+def host_spread_findings(ladder: pd.DataFrame) -> str:
+    """Fig. 3's held-out R² across hosts: the book's toy grid at seed 0 run fresh on each 2-core
+    host (rows F, F2, ... of chapter 2's ladder, `grid_ladder.book_grid_rows`)."""
+    rows = GL.book_grid_rows(ladder)
+    if rows.empty:
+        return ""
+    s4, s5 = (rows[c].astype(float) for c in GL.R2.values())
+    return (f"The toy grid at seed 0, run fresh on {len(rows)} hosts (rows {', '.join(rows['design'])} of chapter 2's "
+            f"ladder), gives held-out R² {s4.min():.3f} to {s4.max():.3f} for S1-S3 → S4 and {s5.min():.3f} to "
+            f"{s5.max():.3f} for S1-S4 → S5. A difference smaller than that spread is not a finding.")
 
 
 def grid_checks_findings(copy_targets: pd.DataFrame, stable: pd.DataFrame, spread: float, mono: pd.DataFrame,

@@ -49,7 +49,15 @@ PART1_MIN = "Part 1 min"
 # the digits the hand-measured rows carry
 DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2, S5_RHO: 3,
           **{c: 2 for c in S5_AT.values()}, **{c: 3 for c in CL4_R2.values()}, PART1_MIN: 1}
+# rows of the book's own toy grid: F, and F2, F3, ... for the same grid re-run fresh on other hosts
+BOOK_GRID = re.compile(r"F\d*")
 _LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
+
+
+def book_grid_rows(ladder: pd.DataFrame) -> pd.DataFrame:
+    """The ladder's rows of the book's own toy grid (`BOOK_GRID`): one fresh run of the same grid
+    and seed per host, so their spread is the host spread of each measure."""
+    return ladder[ladder["design"].astype(str).str.fullmatch(BOOK_GRID)]
 
 
 def last4_le_raw_in(text: str) -> float | None:
