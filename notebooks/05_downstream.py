@@ -448,8 +448,9 @@ ch.markdown(findings.needle_ladder_findings(needle_ladder))
 # rather than rise: the toy's version of the paper's trend flattens where the paper's does not.
 #
 # So V is the grid that comes closest to showing chapters 3, 4 and 5 at once. It is not the
-# book's grid, for two reasons. First, Part 1 on V took 117 minutes on two cores, against
-# 55 on F and a 60-minute budget. Second, its Last4 needle score is still below the target.
+# book's grid, for two reasons. First, Part 1 on V took 117 minutes on a 2-core host where
+# the book's grid F took 80, against a 60-minute budget. Second, V meets the score target only
+# at Dl = 150, past the trajectory's 120 N(S1).
 # The book keeps F, and this table says what that costs chapter 5.
 
 # %% [markdown]
