@@ -6,10 +6,11 @@ Dl/N in {10..50}; S5's 9 diagonal/off-diagonal configurations and its 120N traje
 4K / 32K / 128K contexts with RoPE bases 1e4 / 5e5 / 5e6; batch sizes and learning rates.
 
 `toy` and `smoke` carry scaled-down analogues that train on two CPU cores. `toy`: 2-layer
-smeared-key models on BPE tokens with a compressed span of N (14x instead of 26x), contexts
-128 / 1,024 / 4,096 tokens (the paper's 8x and 4x steps), a 3 x 3 grid of the paper's first
-three Ds and Dl multiples counted in S1's N at every scale (`token_unit`), LCCP at 3% of the
-short stage's LR with the RoPE base raised to 5e7. `smoke`: bytes,
+smeared-key models on BPE tokens, a width ladder d64 .. d128 with a KV head per query head (a
+compressed span of N), contexts 128 / 1,024 / 4,096 tokens (the paper's 8x and 4x steps), a
+3 x 3 grid of Ds 270-450 and Dl 10-30 counted in one fixed token unit at every scale
+(`token_unit`), LCCP at the paper's tenth of the short stage's LR with the RoPE base raised to
+5e7, and S5's trajectory to Dl = 150. `smoke`: bytes,
 token multiples scaled by `multiple_scale`, every code path in seconds.
 
 Every chapter validates its papermill parameters through `get_budget` / `get_scale`, so a
@@ -206,6 +207,10 @@ class Budget:
     # of at most two tokens, sized to a small tokenizer as the contexts are sized down, with
     # generation stopped two tokens past the value
     needle_value_form: str = "ruler"
+    # Prompts per code needle at the trajectory's last point, where chapter 5 scores its target
+    # (None: ruler_samples, as at every other point). A 0/100 score over n prompts has a binomial
+    # standard error of up to 50/sqrt(n): 11 points at 20 prompts, 5 at 100.
+    needle_samples_last: int | None = None
     # Chapter 5 after LCCP (§5.2-5.3): how many of the trajectory's points go on to the 4x
     # extension and SFT (None: all, as in the paper; else evenly spaced, first and last kept)
     # and samples per task there (None: ruler_samples; the paper runs 100 at 128K, not 500)
@@ -381,68 +386,63 @@ def _full() -> Budget:
 
 def _toy() -> Budget:
     # Chapter 2's "toy budget" sections give the measurements behind each choice
-    # (data/probes/toy_lr_batch_probe.jsonl, toy_lccp_copy_probe.jsonl,
-    # toy_smear_ablation.jsonl):
+    # (data/probes/: toy_lr_batch_probe, toy_lccp_copy_probe, toy_smear_ablation, and the grid
+    # designs' ladder toy_grid_ladder.csv / toy_needle_ladder.csv, design V in grid_designs/):
     # - Tokens are a 1,024-entry byte-level BPE trained on the stdlib train split
     #   (nblib.data.bpe, pinned in data/tokenizers/): 2.6 characters a token.
     # - Contexts 128 / 1,024 / 4,096 tokens: the paper's 8x LCCP and 4x extension steps over a
     #   short context long enough for a 2-layer model to learn copying inside it.
-    # - Every scale has two layers, one KV head, heads of at least 32 dimensions and smeared keys
-    #   (LLAMA_VARIANTS; Olsson et al. 2022): the one departure from the paper's architecture,
-    #   which `full` does not make. With smeared keys one attention layer copies; heads of 32
-    #   carry the copying to twice the short context after LCCP (2.1-2.8 nats at 256 tokens
-    #   back at d32 and d64), heads of 16 barely (0.9-1.2). Embeddings are tied. The span of N
-    #   is compressed from the paper's 26x to 14x (S1 23.7K .. S5 340K non-embedding).
-    # - Token multiples are the paper's (Ds 90..270, Dl 10..30, 3 x 3 of its 5 x 5) in units of
-    #   S1's N at every scale (`token_unit`): copying sets in after about 1M tokens whatever the
-    #   width, so S1's smallest Ds (2.1M tokens) sits past the onset, and larger scales train
-    #   on the same token counts instead of 14x more. The fits use realized tokens.
+    # - Every scale has two layers, heads of 32 dimensions with a KV head per query head, and
+    #   smeared keys (LLAMA_VARIANTS; Olsson et al. 2022): the one departure from the paper's
+    #   architecture, which `full` does not make. With smeared keys one attention layer copies.
+    #   A width ladder from d64 (S1 d64/2 heads .. S5 d128/4): below d64, or with one KV head
+    #   shared by every query head, the erosion probes saw long-range copying lost during a
+    #   long constant-LR LCCP, and S5's trajectory got worse after Dl = 35 (grid F, the ladder's
+    #   row F). Embeddings are tied. N spans 4.0x (S1 97.6K .. S5 390K non-embedding).
+    # - Token multiples count in a fixed unit of 23,714 tokens (`token_unit` S1 with
+    #   `token_unit_tokens` pinned: the N of the first toy S1, d32), the same at every scale:
+    #   copying sets in after about 1M tokens whatever the width. Ds = 270 / 360 / 450 (the
+    #   paper's upper three multiples), Dl = 10 / 20 / 30 (its lower three), so every short
+    #   stage has long passed the copying onset. The fits use realized tokens.
     # - 32 x 128 tokens per step at LR 1e-2 (the best of five batch/LR settings at d32). LCCP on
-    #   2 x 1,024 tokens per step, half the short stage's tokens per step (the paper keeps them
-    #   equal) so that the smallest Dl still takes 115 steps, at 3% of the short stage's LR
-    #   (the paper: 10%): at 10%, LongPPL bottomed out after 6-8 N(S1) of constant-LR LCCP and
-    #   rose again while ShortPPL kept falling (S1, S3, S4); at 3% it falls through Dl = 30
-    #   (nblib.probes.lccp_lr, chapter 2).
+    #   4 x 1,024 tokens per step (the paper keeps tokens per step equal across stages; here 4K
+    #   against 4K) at the paper's tenth of the short stage's LR, in aligned windows (App. A.4:
+    #   a long document's segments are sequences of their own).
     # - RoPE bases 1e4 / 5e7 / 5e8: ABF at LCCP raises the base 5,000x, not the paper's 50x (and
     #   the extension 10x, as the paper's). At 5e5 the grid's LCCP was still recovering from the
-    #   base change at Dl = 10-30, more slowly at larger N (S4 no better than S3 at Dl = 10), an
-    #   N x Dl interaction the additive law cannot fit. At 5e7 the drop of log LongPPL from
-    #   Dl = 10 to 30 is the same at every probed scale (0.21-0.24 nats; 0.06-0.12 at 5e5)
-    #   (nblib.probes.lccp_lr --rope-bases, chapter 2).
-    # - S2 is d48 with two heads of 32 (head_size; attention 64 wide, as Gemma 3 decouples
-    #   heads from d_model), the head width of every other scale, and the N of one 48-dim head.
-    #   One 48-dim head made S2 the outlier: better than S3 at Ds = 90 after LCCP and flat in
-    #   Ds (log LongPPL 3.186 / 3.195 / 3.188 at Ds = 90 / 180 / 270, Dl = 10, constant LCCP);
-    #   two heads of 32 fall with Ds (3.274 / 3.254 / 3.243), as every other scale does
-    #   (nblib.probes.lccp_lr --heads 2 --head-size 32, chapter 2).
+    #   base change at Dl = 10-30, more slowly at larger N, an N x Dl interaction the additive law
+    #   cannot fit (nblib.probes.lccp_lr --rope-bases, chapter 2).
+    # - S5's Constant trajectory runs to Dl = 150 (past the paper's 120) so that chapter 5 scores
+    #   its needles where the ladder's design V read them best, with 100 prompts per needle there.
     v, ml = 1024, 8192
     lr = 1e-2
 
     def shape(d, heads, head_size=None):
-        return _llama(vocab=v, d=d, layers=2, heads=heads, kv=1, ff=swiglu_width(d), max_len=ml, tie=True,
+        return _llama(vocab=v, d=d, layers=2, heads=heads, kv=heads, ff=swiglu_width(d), max_len=ml, tie=True,
                       variant="smeared", head_size=head_size)
 
-    shapes = {"S1": shape(32, 1), "S2": shape(48, 2, head_size=32), "S3": shape(64, 2), "S4": shape(96, 3),
-              "S5": shape(128, 4)}
-    scales = {s: ScaleSpec(name=s, model=m, batch_short=32, batch_long=2, lr=lr, warmup_steps=40,
+    shapes = {"S1": shape(64, 2), "S2": shape(80, 3, head_size=32), "S3": shape(96, 3),
+              "S4": shape(112, 4, head_size=32), "S5": shape(128, 4)}
+    scales = {s: ScaleSpec(name=s, model=m, batch_short=32, batch_long=4, lr=lr, warmup_steps=40,
                            paper_n_params=PAPER_N[s]) for s, m in shapes.items()}
     return Budget(
         name="toy", short_seq_len=128, long_seq_len=1024, ext_seq_len=4096, rope_bases=TOY_ROPE_BASES,
-        multiple_scale=1.0, token_unit="S1", lccp_lr_frac=0.03,
-        ds_multiples=PAPER_DS_MULTIPLES[:3], dl_multiples=PAPER_DL_MULTIPLES[:3],
-        s5_configs=PAPER_S5_CONFIGS[:3],
+        multiple_scale=1.0, token_unit="S1", token_unit_tokens=23_714, lccp_lr_frac=0.1, lccp_aligned=True,
+        ds_multiples=PAPER_DS_MULTIPLES[2:], dl_multiples=PAPER_DL_MULTIPLES[:3],
+        s5_configs=((270, 10), (360, 20), (450, 30)),
         # Fig. 4a's pool of 25 checkpoints is spaced 1 unit, not the paper's 2N: S4's trajectories
         # end at Dl = 30, and 25 checkpoints 2 apart would reach back past Dl = 0
-        s5_trajectory=PAPER_S5_TRAJECTORY, s5_ckpt_every=1, s5_eval_every=5, s4_pool_ckpt_every=1,
+        s5_trajectory=150, s5_ckpt_every=1, s5_eval_every=5, s4_pool_ckpt_every=1,
         constant_ckpt_every=1, n_constant_seeds=2,
         corpus="python-stdlib", tokenizer="bpe:stdlib-1024", lccp_mixture="natural", ext_mixture="natural_128k",
         # 97 eval-split files have >= 1,024 BPE tokens (each is cut to 1,024); the local chunk is the short context, 128 tokens
         longppl=LongPPLSpec(trunc_len=128, sliding_window=32, n_docs=96, min_doc_len=1024, max_doc_len=None),
         reference={"kind": "nblib",
-                   "model": _llama(vocab=v, d=128, layers=4, heads=4, kv=1, ff=336, max_len=ml, tie=True,
+                   # a KV head per query head, as the grid's scales
+                   "model": _llama(vocab=v, d=128, layers=4, heads=4, kv=4, ff=336, max_len=ml, tie=True,
                                    variant="smeared"),
                    "batch": 4, "lr": 1e-2,
-                   # 8M tokens: twice S5's parameters on about S5's tokens, so that the reference is
+                   # 8M tokens: twice S5's parameters on half S5's tokens, so that the reference is
                    # stronger than every grid model past the local chunk (chapter 3 checks it; on 2M
                    # tokens it was weaker than S3-S5 there)
                    "warmup_steps": 50, "n_tokens": 8_000_000,
@@ -454,7 +454,7 @@ def _toy() -> Budget:
         ruler_samples=20, ruler_max_new=32, post_training_points=4, post_training_samples=10,
         # a 7-digit value is 7-8 pieces of the 1,024-entry BPE, and greedy decoding needs all
         # of them: the needles carry values of at most two pieces (chapter 5's ladder)
-        needle_value_form="short",
+        needle_value_form="short", needle_samples_last=100,
         notes="CPU main job: every phenomenon at small scale, BPE tokens of the Python stdlib corpus.",
     )
 
@@ -481,7 +481,7 @@ def _smoke() -> Budget:
         # path is covered by the unit tests and by the toy book.
         toy, name="smoke", tokenizer="byte", short_seq_len=8, long_seq_len=64, ext_seq_len=256, multiple_scale=k,
         # each scale's own N, and LCCP at lr/10 with the paper's RoPE bases, as at full
-        token_unit=None, lccp_lr_frac=0.1, rope_bases=PAPER_ROPE_BASES,
+        token_unit=None, token_unit_tokens=None, lccp_lr_frac=0.1, lccp_aligned=False, rope_bases=PAPER_ROPE_BASES,
         ds_multiples=_scaled(PAPER_DS_MULTIPLES[::2], k), dl_multiples=_scaled(PAPER_DL_MULTIPLES[::2], k),
         s5_configs=tuple(_scaled(c, k) for c in PAPER_S5_CONFIGS[:5:2]),
         s5_trajectory=PAPER_S5_TRAJECTORY * k, s5_ckpt_every=1 * k, s5_eval_every=5 * k,
@@ -502,7 +502,7 @@ def _smoke() -> Budget:
         # code paths as the toy's 4 points and 10 prompts. With the toy's, chapter 5 at smoke
         # took 744 s on a busy 2-core machine, 360 s of it RULER at 2,400 tokens after the
         # extension (8 models x 13 tasks x 10 prompts).
-        post_training_points=2, post_training_samples=2,
+        post_training_points=2, post_training_samples=2, needle_samples_last=3,
         notes="CI: seconds per notebook; numbers are meaningless, code paths are real.",
     )
 

@@ -245,11 +245,13 @@ ch.save_figure(fig, "fig08a_ruler_after_extension", runs=ext_runs)
 # **per-piece hit rate** (each value piece the model's argmax, given the true pieces before
 # it) and the **needle gain** (the value's log-probability per token with the needle in the
 # prompt minus without it). The same S5 models as above at every point of the trajectory,
-# and after the extension:
+# and after the extension. Each prompt scores 0 or 100, so a mean over 20 prompts has a
+# standard error of up to 11 points: the trajectory's last point, where the score is read,
+# takes more prompts per needle (`needle_samples_last`; the `prompts` column).
 
 # %%
 lccp_stage, ext_stage = f"LCCP, {length} tokens", f"after the 4x extension, {ext_len} tokens"
-needles = downstream.needles_along_trajectory(b, run, needle_suite, points)
+needles = downstream.needles_along_trajectory(b, run, downstream.code_needle_suites(b, points, seed=seed), points)
 needles_ext = post_training.needles_after(b, {(s["dl"], s["protocol"]): r for s, r in zip(starts, ext_runs)},
                                           post_training.extended_code_needle_suite(b, seed=seed))
 code_needles = pd.concat([needles.assign(stage=lccp_stage), needles_ext.assign(stage=ext_stage)], ignore_index=True)
@@ -259,7 +261,7 @@ needle_traj = downstream.needle_trajectory(needles)
 needle_ext = downstream.needle_trajectory(needles_ext)
 ch.save_table(needle_traj, "needle_trajectory", runs=[run])
 print(f"values: {b.needle_value_form} ({', '.join(str(s.answers[0]) for s in needle_suite[needle_task][:3])}, ...)")
-needle_traj.set_index(["dl", "protocol"]).round(3)
+needle_traj.set_index(["dl", "protocol", "prompts"]).round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-needles

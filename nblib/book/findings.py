@@ -372,11 +372,12 @@ def needle_trajectory_findings(traj: pd.DataFrame, ext: pd.DataFrame | None = No
         rho = {c: (f"{spearmanr(g.dl, g[c]).statistic:+.2f}" if g[c].nunique() > 1 else "undefined: constant")
                for c in ("piece_hit", "needle_gain", "score")}
         first, last = g.iloc[0], g.iloc[-1]
+        n_last = f", {last.prompts:g} prompts per needle" if "prompts" in g and pd.notna(last.prompts) else ""
         lines.append(
             f"{protocol}, Dl/N = {first.dl:g} -> {last.dl:g}: per-piece hit rate {first.piece_hit:.2f} -> "
             f"{last.piece_hit:.2f} (Spearman rho {rho['piece_hit']}), needle gain {first.needle_gain:+.2f} -> "
             f"{last.needle_gain:+.2f} nats per value token (rho {rho['needle_gain']}), score "
-            f"{first.score:.1f} -> {last.score:.1f} against the control's {first.control_score:.1f} -> "
+            f"{first.score:.1f} -> {last.score:.1f}{n_last} against the control's {first.control_score:.1f} -> "
             f"{last.control_score:.1f} (rho {rho['score']}).")
     if ext is not None and len(ext):
         e = ext.sort_values(["dl", "protocol"])

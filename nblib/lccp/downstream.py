@@ -30,8 +30,12 @@ PAPER_POINTS = PAPER_POST_TRAINING_POINTS  # Dl/N of the checkpoints the paper e
 
 
 def trajectory_points(budget: Budget) -> list[float]:
-    """Fig. 8a's Dl/N points scaled like every other multiple at this budget."""
-    return [round(p * budget.multiple_scale, 6) for p in PAPER_POINTS]
+    """Fig. 8a's Dl/N points scaled like every other multiple at this budget, those the S5
+    trajectory reaches, and the trajectory's end where it runs past them (toy: to 150)."""
+    pts = [round(p * budget.multiple_scale, 6) for p in PAPER_POINTS]
+    pts = [p for p in pts if p <= budget.s5_trajectory + 1e-9]
+    end = round(float(budget.s5_trajectory), 6)
+    return pts + [end] if not pts or end > pts[-1] + 1e-9 else pts
 
 
 def task_suite(budget: Budget, make_task, tasks, length: int, seed: int = 0, n: int | None = None) -> dict:
@@ -64,6 +68,16 @@ def code_needle_suite(budget: Budget, seed: int = 0, length: int | None = None, 
     code can answer by copying."""
     make = functools.partial(CN.make_task, value_form=budget.needle_value_form)
     return task_suite(budget, make, CN.TASKS, length or budget.ruler_len or budget.long_seq_len, seed, n)
+
+
+def code_needle_suites(budget: Budget, points, seed: int = 0) -> dict:
+    """{Dl/N: code-needle suite} for the points of the trajectory: `ruler_samples` prompts per
+    needle at each, and `needle_samples_last` at the last point, where chapter 5 scores its
+    target (the same suite everywhere when that is unset)."""
+    suite = code_needle_suite(budget, seed=seed)
+    last = suite if budget.needle_samples_last in (None, budget.ruler_samples) else \
+        code_needle_suite(budget, seed=seed, n=budget.needle_samples_last)
+    return {p: (last if i == len(points) - 1 else suite) for i, p in enumerate(points)}
 
 
 def _suite_key(suite: dict, max_new) -> str:
@@ -123,10 +137,16 @@ def needles_along_trajectory(budget: Budget, run: Run, suite: dict, points=None)
     """The code-form single needles at every point of the trajectory, Raw and Last4 (§5.1's
     trend, Fig. 7, in measures a small model can move): per task, RULER's score and its
     control's (the needle line removed), the per-piece hit rate and the needle gain
-    (`code_niah.needle_measures`); columns dl, protocol, task and NEEDLE_COLUMNS."""
+    (`code_niah.needle_measures`); columns dl, protocol, task, prompts and NEEDLE_COLUMNS.
+    `suite` is one suite for every point, or {Dl/N: suite} (`code_needle_suites`)."""
+    points = list(points or trajectory_points(budget))
+    by_point = suite if all(p in suite for p in points) else dict.fromkeys(points, suite)
     rows = []
-    for dl, protocol, res in _scores_along_trajectory(budget, run, suite, points, "needles", needle_scores):
-        rows += needle_rows(res, dl=dl, protocol=protocol)
+    for dl in points:
+        s = by_point[dl]
+        n = max((len(v) for v in s.values() if isinstance(v, list)), default=0)
+        for _, protocol, res in _scores_along_trajectory(budget, run, s, [dl], "needles", needle_scores):
+            rows += needle_rows(res, dl=dl, protocol=protocol, prompts=n)
     return pd.DataFrame(rows)
 
 
@@ -134,7 +154,7 @@ def needle_trajectory(needles: pd.DataFrame) -> pd.DataFrame:
     """The mean over the code-form single needles at each (dl, protocol): columns dl,
     protocol, score, control_score, piece_hit, needle_gain (chapter 5's needle_trajectory.csv)."""
     cols = ["score", "control_score", "piece_hit", "needle_gain"]
-    keys = [k for k in ("stage", "dl", "protocol") if k in needles.columns]
+    keys = [k for k in ("stage", "dl", "protocol", "prompts") if k in needles.columns]
     return needles.groupby(keys, sort=False)[cols].mean().reset_index()
 
 
