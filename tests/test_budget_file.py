@@ -76,8 +76,9 @@ def _corpus(path: Path, n: int = 200) -> Path:
 PINNED = {
     "smoke": (85, "5aeeeee4ed1eed7f11e6d898ed39e48b611a2f93184eff601f43fc0b1bdd57fe", "1260d113f8a06e84",
               "4dce94937524d95e"),
-    "toy": (85, "fd3568dee3341d96386c2923f7e7f9b220f934da864d550443e15dd815e5db55", "55dd83eea12eeb97",
-            "b4c07e4b13733876"),
+    # toy: design V's grid since it became the book's (grid F's is data/probes/grid_designs/F.toml)
+    "toy": (85, "2900fe3c57bd6e0388c35105b14aee6633eeea9288ec4e29ca16e197a8f67522", "28de93e071f516c5",
+            "2fb7cf4df90e655f"),
     "full": (200, "c885de240276566011483c22e57de2d731948cfed6f7cd8cb256c2313e7bdbd2", "18c96e39e5ded79d",
              "c4ae9757cd75a745"),
 }
@@ -155,7 +156,7 @@ s5_configs = [[90, 10], [180, 20]]
 [scales.S1]
 lr = 5e-4
 [scales.S1.model]
-d_model = 64
+d_model = 96
 [longppl]
 n_docs = 10
 """)
@@ -164,11 +165,11 @@ n_docs = 10
     assert b.corpus == f"jsonl:{tmp_path / 'data' / 'own.jsonl'}"  # relative to the file's folder
     assert b.ds_multiples == (90, 180) and b.s5_configs == ((90, 10), (180, 20))
     assert b.scales["S1"].lr == 2e-4 and b.scales["S2"].lr == 1e-3  # --set after the file
-    assert b.scales["S1"].model == {**toy.scales["S1"].model, "d_model": 64}  # merged into the base's model
+    assert b.scales["S1"].model == {**toy.scales["S1"].model, "d_model": 96}  # merged into the base's model
     assert b.scales["S3"] is toy.scales["S3"] and b.longppl == replace(toy.longppl, n_docs=10)
     assert b.notes == "my first try" and b.name == "toy"
     rows = dict((k, (old, new)) for k, old, new in f.rows())
-    assert rows["scales.S1.model.d_model"] == (32, 64) and rows["longppl.n_docs"] == (96, 10)
+    assert rows["scales.S1.model.d_model"] == (64, 96) and rows["longppl.n_docs"] == (96, 10)
     # the file and its sets written as one file read back to the same Budget
     one = f.for_chapters(tmp_path / "out")
     assert one.path == tmp_path / "out" / "budget.toml" and one.sets == () and one.budget == b
@@ -301,13 +302,44 @@ def test_every_example_reads(path):
 GRID_DESIGNS = sorted((Path(__file__).parents[1] / "data" / "probes" / "grid_designs").glob("*.toml"))
 
 
-@pytest.mark.parametrize("path", GRID_DESIGNS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in GRID_DESIGNS if p.stem not in ("F", "V")], ids=lambda p: p.name)
 def test_every_grid_design_of_the_ladder_reads_and_changes_the_toy(path):
-    """Chapter 2's ladder rows I-L are budget files on the toy; each changes its LCCP runs."""
-    b = load_budget_file(path)
-    assert b.name == "toy" and b.lccp_lr_frac == 0.1 and b != get_budget("toy")
+    """Chapter 2's ladder rows I-U are budget files over grid F (F.toml); each changes F's LCCP
+    runs, and none is the book's grid."""
+    b, f = load_budget_file(path), load_budget_file(path.parent / "F.toml")
+    assert read_budget_file(path).base == "toy" and b.name == "toy" and b.lccp_lr_frac == 0.1
     with grid.placeholder_corpus():
-        assert grid.long_trajectory(b).hash != grid.long_trajectory(get_budget("toy")).hash
+        grids = [_grid_hashes(x) for x in (b, f, get_budget("toy"))]
+        assert grid.long_trajectory(b).hash != grid.long_trajectory(f).hash
+    assert grids[0] != grids[1] and grids[0] != grids[2]
+
+
+def test_grid_f_is_the_earlier_toy_and_v_the_books():
+    """F.toml restores the toy grid the book shipped before design V (one KV head, d32 .. d128,
+    LCCP at 3% on 2 x 1,024 unaligned tokens, Ds 90-270, S5's trajectory to 120); V.toml, written
+    over F, is the book's toy grid but for its trajectory's end and the prompts at its last point."""
+    f = load_budget_file(GRID_DESIGNS[0].parent / "F.toml")
+    shapes = {s: (m.model["d_model"], m.model["n_heads"], m.model["n_kv_heads"], m.batch_long) for s, m in f.scales.items()}
+    assert shapes == {"S1": (32, 1, 1, 2), "S2": (48, 2, 1, 2), "S3": (64, 2, 1, 2), "S4": (96, 3, 1, 2),
+                      "S5": (128, 4, 1, 2)}
+    assert (f.lccp_lr_frac, f.lccp_aligned, f.ds_multiples, f.s5_trajectory) == (0.03, False, (90, 180, 270), 120)
+    assert f.n_params("S1") == f.token_unit_tokens == 23_714  # the unit the toy pins is F's S1's N
+    toy, v = get_budget("toy"), load_budget_file(GRID_DESIGNS[0].parent / "V.toml")
+    assert replace(v, s5_trajectory=toy.s5_trajectory, needle_samples_last=toy.needle_samples_last) == toy
+    with grid.placeholder_corpus():
+        assert _grid_hashes(v) == _grid_hashes(toy)  # a constant-LR trajectory's hash ignores its length
+
+
+def test_a_base_file_chain_merges_in_order_and_a_cycle_is_refused(tmp_path):
+    _write(tmp_path / "a.toml", 'base = "smoke"\nn_boot = 11\n[scales.S1]\nlr = 0.5\n[scales.S1.model]\nd_ff = 24\n')
+    _write(tmp_path / "b.toml", 'base = "a.toml"\nn_boot = 12\n[scales.S1.model]\nd_model = 16\n')
+    f = read_budget_file(tmp_path / "b.toml")
+    s1 = f.budget.scale("S1")
+    assert f.base == "smoke" and f.budget.n_boot == 12 and s1.lr == 0.5 and (s1.model["d_model"], s1.model["d_ff"]) == (16, 24)
+    assert f.sha256 != read_budget_file(tmp_path / "a.toml").sha256
+    _write(tmp_path / "a.toml", 'base = "b.toml"\n')
+    with pytest.raises(BudgetError, match="comes back to itself"):
+        read_budget_file(tmp_path / "b.toml")
 
 
 def test_no_path_of_a_users_data_is_in_the_library():

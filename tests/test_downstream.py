@@ -9,7 +9,8 @@ from nblib.lccp import downstream as D
 
 
 def test_points_are_the_papers_scaled():
-    assert D.trajectory_points(get_budget("toy")) == [10, 20, 40, 60, 80, 100, 120]  # multiple_scale 1 (in N(S1))
+    # multiple_scale 1 (in N(S1)); the toy's trajectory runs to 150, past the paper's last point
+    assert D.trajectory_points(get_budget("toy")) == [10, 20, 40, 60, 80, 100, 120, 150]
     assert D.trajectory_points(get_budget("smoke")) == [0.2, 0.4, 0.8, 1.2, 1.6, 2.0, 2.4]
     assert D.trajectory_points(get_budget("full")) == list(D.PAPER_POINTS)
 

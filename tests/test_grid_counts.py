@@ -153,8 +153,9 @@ def test_placeholder_corpus_changes_names_not_counts():
 
 def test_toy_shape_words_are_the_budgets():
     assert TD.shape_words(get_budget("toy")) == (
-        "S1 d32 (1 x 32-dim heads), S2 d48 (2 x 32-dim heads), S3 d64 (2 x 32-dim heads), S4 d96 (3 x 32-dim heads), "
-        "S5 d128 (4 x 32-dim heads); 2 layers, 1 KV head, tied embeddings, smeared keys")
+        "S1 d64 (2 x 32-dim heads, 2 KV heads), S2 d80 (3 x 32-dim heads, 3 KV heads), S3 d96 (3 x 32-dim heads, "
+        "3 KV heads), S4 d112 (4 x 32-dim heads, 4 KV heads), S5 d128 (4 x 32-dim heads, 4 KV heads); 2 layers, "
+        "tied embeddings, smeared keys")
     full = TD.shape_words(get_budget("full"))
     assert full.startswith("S1 d512 x 11 layers (8 x 64-dim heads, 4 KV heads), S2 d768 x 10 layers")
     assert "smeared" not in full and "tied" not in full

@@ -199,10 +199,10 @@ def test_design_table_reads_the_toy_budget_and_the_papers_numbers():
     assert t.loc["LCCP / extension contexts", "toy"] == "1024 / 4096 (8x, 4x)"
     assert t.loc["RoPE bases", "toy"] == "1e4 / 5e7 / 5e8 (ABF x5,000 at LCCP, x10 at the extension)"
     assert t.loc["short stage", "toy"] == "32 x 128 tokens a step, LR 0.01, 40 warmup steps, WSD"
-    assert t.loc["Ds", "toy"] == "90, 180, 270 x N(S1) = 2.13M, 4.27M, 6.40M"
+    assert t.loc["Ds", "toy"] == "270, 360, 450 x N(S1) = 6.40M, 8.54M, 10.67M"  # 23,714 tokens a unit
     assert t.loc["span of N", "measured"] == "two layers at every scale: width alone spans N, so S1 keeps a 32-dim head"
     assert t.loc["shapes", "measured"].startswith("copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 2.0-2.0")
-    assert t.loc["Ds", "measured"] == "S1's smallest Ds (2.13M) is 2.1x past the latest onset"
+    assert t.loc["Ds", "measured"] == "S1's smallest Ds (6.40M) is 6.4x past the latest onset"
     assert t["paper"].to_dict() == {
         "shapes": "Llama, 31M-821M non-embedding", "span of N": "26x", "short context": "4,096",
         "LCCP / extension contexts": "32K / 128K (8x, 4x)", "RoPE bases": "1e4 / 5e5 / 5e6 (x50, x10)",

@@ -1,6 +1,6 @@
 """A budget file: a TOML file that starts from a named budget and overrides its fields.
 
-    base = "full"                                     # smoke | toy | full
+    base = "full"                                     # smoke | toy | full, or a file: "F.toml"
     corpus = "jsonl:corpus/train.jsonl"               # relative paths: from the file's folder
     tokenizer = "hf:tokenizer/tokenizer.json"
     reference = { kind = "hf", path = "models/Llama-3.1-8B" }
@@ -96,6 +96,7 @@ RULES = {
     "ext_mixture": (lambda v: v in ("extension_128k", "natural_128k"), "extension_128k, natural_128k"),
     "lccp_aligned": (lambda v: isinstance(v, bool), "true or false"),
     "needle_value_form": (lambda v: v in ("ruler", "short"), "ruler, short"),
+    "needle_samples_last": POS_INT,
     "n_boot": (lambda v: v >= 2, "an integer >= 2"),
     "lccp_lr_frac": FRACTION,
     "token_unit": (lambda v: v in SCALES, ", ".join(SCALES)),
@@ -476,6 +477,33 @@ def _toml(v) -> str:
     raise BudgetError(f"{v!r} cannot be written to a budget file; allowed: numbers, strings, lists, tables")
 
 
+def _read_chain(path: Path, seen: tuple = ()) -> tuple[dict, list[bytes]]:
+    """A budget file's table with its base's merged under it, and the raw bytes of each file
+    of the chain, the file first. `base` names a budget, or another budget file (a path ending
+    in .toml, read from this file's folder) whose fields this one overrides in turn: a design
+    written as changes to another design (grid_designs/V.toml over F.toml)."""
+    where = f"budget file {path}"
+    if not path.is_file():
+        raise FileNotFoundError(f"{where} not found; allowed: a TOML file (examples/ has one per budget)")
+    if path in seen:
+        raise BudgetError(f"{where}: its base chain comes back to itself ({' -> '.join(map(str, (*seen, path)))}); "
+                          f"allowed: a chain that ends in one of {', '.join(BUDGETS)}")
+    raw = path.read_bytes()
+    try:
+        mapping = _absolute(tomllib.loads(raw.decode("utf-8")), path.parent)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise BudgetError(f"{where} is not valid TOML: {e}") from None
+    if "base" not in mapping:
+        raise BudgetError(f"{where}: the key 'base' is missing; allowed: base = one of {', '.join(BUDGETS)}, "
+                          "or another budget file (a path ending in .toml)")
+    base = mapping["base"]
+    if not (isinstance(base, str) and base.endswith(".toml")):
+        return mapping, [raw]
+    below, raws = _read_chain((path.parent / base).absolute(), (*seen, path))
+    own = {k: v for k, v in mapping.items() if k != "base"}
+    return merge(below, own), [raw, *raws]
+
+
 def read_budget_file(path: str | os.PathLike | None = None, sets=(), base: str | None = None) -> BudgetFile:
     """Read and check a budget file and `sets` (`--set` strings) over it. Without a file,
     `base` names the budget the sets start from. Raises BudgetError (one line: the file, the
@@ -487,16 +515,8 @@ def read_budget_file(path: str | os.PathLike | None = None, sets=(), base: str |
     if path not in (None, ""):
         path = Path(path).absolute()
         where = f"budget file {path}"
-        if not path.is_file():
-            raise FileNotFoundError(f"{where} not found; allowed: a TOML file (examples/ has one per budget)")
-        raw = path.read_bytes()
-        sha = hashlib.sha256(raw).hexdigest()
-        try:
-            mapping = _absolute(tomllib.loads(raw.decode("utf-8")), path.parent)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise BudgetError(f"{where} is not valid TOML: {e}") from None
-        if "base" not in mapping:
-            raise BudgetError(f"{where}: the key 'base' is missing; allowed: base = one of {', '.join(BUDGETS)}")
+        mapping, raws = _read_chain(path)
+        sha = hashlib.sha256(b"".join(raws)).hexdigest() if len(raws) > 1 else hashlib.sha256(raws[0]).hexdigest()
     else:
         path = None
         mapping = {"base": base or "toy"}

@@ -380,7 +380,9 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
         ("shapes", shape_words(b),
          f"Llama, {PAPER_N['S1'] / 1e6:.0f}M-{PAPER_N['S5'] / 1e6:.0f}M non-embedding",
          "copy gain 256 tokens back after 0.25-1M LCCP tokens: heads of 32 "
-         f"{gain_range('heads of 32, smeared')} nats, heads of 16 {gain_range('heads of 16, smeared')} (LCCP table above)"),
+         f"{gain_range('heads of 32, smeared')} nats, heads of 16 {gain_range('heads of 16, smeared')} (LCCP table above); "
+         "with one KV head shared by every query head, or below d64, a long constant-LR LCCP lost the copying "
+         "again (the erosion probes, and grid F in the design ladder)"),
         ("span of N", f"{b.n_params('S1'):,} .. {b.n_params('S5'):,} ({b.n_params('S5') / b.n_params('S1'):.1f}x)",
          f"{PAPER_N['S5'] / PAPER_N['S1']:.0f}x",
          (f"{_NUMBER_WORDS.get(min(layers), min(layers))} layers at every scale: width alone spans N, so S1 keeps a "
@@ -394,7 +396,8 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
          "the drop of log LongPPL from Dl = 10 to 30 N(S1) is the same at every scale at 5e7, not at 5e5 "
          "(RoPE-base probe above), and S2 falls with Ds"),
         ("token unit", _unit_words(b), _unit_words(paper),
-         "copying sets in after a similar number of tokens at every width (table below)"),
+         "copying sets in after a similar number of tokens at every width (table below); the unit is pinned "
+         "to the first toy S1's N, so the grid's token counts stayed when S1 grew"),
         ("Ds", ", ".join(f"{d:g}" for d in b.ds_multiples) + f" x {b.unit} = "
          + ", ".join(f"{b.n_tokens('S1', d) / 1e6:.2f}M" for d in b.ds_multiples),
          _multiples(paper.ds_multiples), f"S1's smallest Ds ({s1_ds / 1e6:.2f}M) is {s1_ds / onset.max():.1f}x past the latest onset"),
@@ -403,7 +406,8 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
          _multiples(paper.dl_multiples), "0.25M LCCP tokens already carry copying to 256 tokens back (LCCP table above)"),
         ("S5", ", ".join(f"({ds:g}, {dl:g})" for ds, dl in b.s5_configs) + f"; trajectory to Dl = {b.s5_trajectory:g}",
          f"{len(paper.s5_configs)} configurations; trajectory to {paper.s5_trajectory:g}N",
-         "the diagonal only, dropped for time with the larger Ds and Dl"),
+         "the diagonal only, dropped for time with the larger Ds and Dl; the trajectory runs past the paper's "
+         "end to where chapter 5 reads its needles"),
         ("short stage", f"{wsd.batch_size} x {wsd.seq_len} tokens a step, LR {wsd.schedule['lr']:g}, "
          f"{wsd.schedule['warmup_steps']} warmup steps, {wsd.schedule['kind'].upper()}", "Table 7",
          "the smeared-key ablation's setting (below); at equal tokens the larger batch won in the LR x batch probes"),
@@ -411,12 +415,13 @@ def grid_design_table(b, shapes: pd.DataFrame, lccp_copy: pd.DataFrame) -> pd.Da
          f"({b.lccp_lr_frac:g} x the short stage's)",
          f"GBS / {p_spec.batch_short // p_spec.batch_long}, LR / {1 / paper.lccp_lr_frac:g}",
          f"{_SHARE_WORDS.get(share, f'{share:g}x')} the short stage's tokens a step (the paper keeps them equal) so "
-         f"that the smallest Dl still takes {min(c.total_steps for c in ld)} steps; at a tenth of the LR, LongPPL rose "
-         f"with Dl after a few {b.unit} (LCCP LR figure above)"),
+         f"that the smallest Dl still takes {min(c.total_steps for c in ld)} steps; with one KV head, LongPPL rose "
+         f"with Dl after a few {b.unit} at a tenth of the LR (LCCP LR figure above), with a KV head per query "
+         "head it keeps falling (design ladder)"),
         ("grid", f"{n_ds} x {n_dl} at S1-S4, {n_s5} at S5; {n_seeds} Constant seeds",
          f"{len(paper.ds_multiples)} x {len(paper.dl_multiples)} at S1-S4, {len(paper.s5_configs)} at S5; "
          f"{paper.n_constant_seeds} seeds",
-         "the larger Ds and Dl dropped for time (chapters 1-5 within an hour on two cores); chapter 3 checks that "
+         "the rest of the paper's 5 x 5 dropped for time; chapter 3 checks that "
          f"the {n_ds} x {n_dl} still shows the law"),
     ]
     return pd.DataFrame(rows, columns=["choice", f"{b.name}", "paper", "measured"]).set_index("choice")
