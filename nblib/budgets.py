@@ -507,6 +507,39 @@ def _smoke() -> Budget:
     )
 
 
+def grid_f() -> Budget:
+    """Grid F: the toy grid the book shipped before design V (chapter 2's design ladder, rows F,
+    F2, F3): one KV head shared by the query heads, S1 d32/1 head .. S5 d128/4, LCCP at 3% of
+    the short LR on 2 x 1,024 unaligned tokens a step, Ds = 90 / 180 / 270, S5's trajectory to
+    Dl = 120. Its S5 trajectory got worse after Dl = 35, the reverse of the paper's title claim.
+    The probes whose records were taken on it build on it (`--budget F`);
+    data/probes/grid_designs/F.toml is the same budget as a budget file (a test checks it)."""
+    toy = get_budget("toy")
+    v, ml = 1024, 8192
+
+    def shape(d, heads, head_size=None):
+        return _llama(vocab=v, d=d, layers=2, heads=heads, kv=1, ff=swiglu_width(d), max_len=ml, tie=True,
+                      variant="smeared", head_size=head_size)
+
+    # S4 names its head size (32, as d96 / 3 heads would give), as F.toml over the toy must
+    shapes = {"S1": shape(32, 1), "S2": shape(48, 2, head_size=32), "S3": shape(64, 2),
+              "S4": shape(96, 3, head_size=32), "S5": shape(128, 4)}
+    scales = {s: replace(toy.scale(s), model=m, batch_long=2) for s, m in shapes.items()}
+    reference = {**toy.reference, "model": {**toy.reference["model"], "n_kv_heads": 1}}
+    return replace(toy, scales=scales, reference=reference, lccp_lr_frac=0.03, lccp_aligned=False,
+                   ds_multiples=PAPER_DS_MULTIPLES[:3], s5_configs=PAPER_S5_CONFIGS[:3],
+                   s5_trajectory=PAPER_S5_TRAJECTORY, needle_samples_last=toy.ruler_samples)
+
+
+PROBE_GRIDS = ("F",)  # grids a probe may name besides BUDGETS
+
+
+def get_grid(name: str) -> Budget:
+    """A probe's `--budget`: one of BUDGETS, or "F" (`grid_f`); BudgetError names the allowed."""
+    check_choice("budget", name, (*BUDGETS, *PROBE_GRIDS))
+    return grid_f() if name == "F" else get_budget(name)
+
+
 _BUILDERS = {"smoke": _smoke, "toy": _toy, "full": _full}
 _CACHE: dict = {}
 

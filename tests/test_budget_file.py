@@ -28,7 +28,7 @@ import subproc
 from nblib.book import own_data as O
 from nblib.book import plan as P
 from nblib.book.budget_file import (BudgetFile, apply_overrides, load_budget_file, parse_set, read_budget_file)
-from nblib.budgets import BudgetError, get_budget
+from nblib.budgets import BudgetError, get_budget, grid_f
 from nblib.data import load_corpus, load_tokenizer
 from nblib.data.bpe import TOKENIZER_DIR, train_bpe
 from nblib.lccp import grid
@@ -324,6 +324,7 @@ def test_grid_f_is_the_earlier_toy_and_v_the_books():
                       "S5": (128, 4, 1, 2)}
     assert (f.lccp_lr_frac, f.lccp_aligned, f.ds_multiples, f.s5_trajectory) == (0.03, False, (90, 180, 270), 120)
     assert f.n_params("S1") == f.token_unit_tokens == 23_714  # the unit the toy pins is F's S1's N
+    assert f == grid_f()  # the probes' grid F (`--budget F`) is the file's
     toy, v = get_budget("toy"), load_budget_file(GRID_DESIGNS[0].parent / "V.toml")
     assert replace(v, s5_trajectory=toy.s5_trajectory, needle_samples_last=toy.needle_samples_last) == toy
     with grid.placeholder_corpus():

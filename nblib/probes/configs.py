@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nblib.budgets import Budget, get_budget
+from nblib.budgets import Budget, get_grid
 from nblib.lccp import grid
 from nblib.store.runstore import RunConfig
 
@@ -21,11 +21,11 @@ SCALE = "S1"  # the slot a probe's shape takes in its budget
 
 def probe_budget(*, model: dict, lr: float, batch_short: int, warmup_steps: int, short_seq_len: int, tokenizer: str,
                  batch_long: int = 1, long_seq_len: int | None = None, lccp_rope_base: float | None = None,
-                 lccp_lr_frac: float = 0.1, base: str = "toy") -> Budget:
-    """Budget `base` with the probe's shape (`model`, LlamaConfig fields) and optimisation in
+                 lccp_lr_frac: float = 0.1, base: str = "F") -> Budget:
+    """Budget `base` (`budgets.get_grid`: default grid F, on which these probes' records were taken) with the probe's shape (`model`, LlamaConfig fields) and optimisation in
     `SCALE`'s slot, its contexts and tokenizer, LCCP's RoPE base (default: the budget's ABF
     target) and LCCP's LR as `lccp_lr_frac` of `lr` (the paper's tenth by default, App. A.3)."""
-    b = get_budget(base)
+    b = get_grid(base)
     bases = (b.rope_bases[0], lccp_rope_base or b.rope_bases[1], *b.rope_bases[2:])
     b = dataclasses.replace(b, tokenizer=tokenizer, short_seq_len=short_seq_len,
                             long_seq_len=long_seq_len or b.long_seq_len, rope_bases=bases, lccp_lr_frac=lccp_lr_frac)

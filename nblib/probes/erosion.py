@@ -33,7 +33,7 @@ import time
 import numpy as np
 import torch
 
-from nblib.budgets import Budget, get_budget
+from nblib.budgets import Budget, get_grid
 from nblib.data import get_corpus, get_tokenizer, make_stream
 from nblib.data.corpus import split_documents
 from nblib.lccp import grid
@@ -129,7 +129,8 @@ def checkpoint_record(model, ev: Evaluator, middles, middle_ann, windows, tok) -
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes erosion", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="toy")
+    p.add_argument("--budget", default="F",
+                   help="the grid probed: F (budgets.grid_f, the grid its records were taken on), or smoke, toy, full")
     p.add_argument("--scale", default="S4")
     p.add_argument("--ds", type=float, default=270)
     p.add_argument("--lr-frac", type=float, default=0.1)
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
-    base = get_budget(a.budget)
+    base = get_grid(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     store = RunStore(a.run_root)
     ev = Evaluator.build(base, store)

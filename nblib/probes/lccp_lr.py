@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from nblib.budgets import get_budget
+from nblib.budgets import get_grid
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator
 from nblib.probes import results
@@ -56,7 +56,8 @@ def trajectory_config(b, scale: str, ds: float, lr_frac: float, rope_base: float
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes lccp_lr", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="toy")
+    p.add_argument("--budget", default="F",
+                   help="the grid probed: F (budgets.grid_f, the grid its records were taken on), or smoke, toy, full")
     p.add_argument("--scales", nargs="+", default=["S1", "S3", "S4"])
     p.add_argument("--ds", type=float, default=270)
     p.add_argument("--lr-fracs", type=float, nargs="+", default=[0.1, 0.03])
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
-    b = get_budget(a.budget)
+    b = get_grid(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     if a.heads or a.head_size:  # another head layout for the probed scales (chapter 2's S2 probe)
         for scale in a.scales:

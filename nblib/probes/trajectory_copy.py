@@ -19,7 +19,7 @@ import sys
 
 import torch
 
-from nblib.budgets import get_budget
+from nblib.budgets import get_grid
 from nblib.data import get_tokenizer
 from nblib.lccp import experiments
 from nblib.metrics.probes import copy_gain_table
@@ -31,7 +31,8 @@ RECORDS = ("toy_trajectory_copy_probe.jsonl",)
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes trajectory_copy", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="toy")
+    p.add_argument("--budget", default="F",
+                   help="the grid probed: F (budgets.grid_f, the grid its records were taken on), or smoke, toy, full")
     p.add_argument("--scale", default="S5")
     p.add_argument("--points", type=float, nargs="+", default=[10, 35, 60, 90, 120], help="Dl/N of the checkpoints")
     p.add_argument("--distances", type=int, nargs="+", default=[32, 128, 256, 512])
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     torch.set_num_threads(a.threads)
-    b = get_budget(a.budget)
+    b = get_grid(a.budget)
     tok = get_tokenizer(b.tokenizer)
     run = RunStore(a.run_root).run(experiments.trajectory_config(b, a.scale))
     if not run.is_complete():
