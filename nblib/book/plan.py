@@ -214,6 +214,82 @@ def compute_table(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TF
     return pd.DataFrame(rows, columns=["chapter", "run", "context", "tokens", "FLOPs", "GPU-hours", "checkpoint GB"])
 
 
+BENCH_TRAIN = REPO_ROOT / "benchmarks" / "results" / "bench_train.json"
+CHAPTER_TIMES = REPO_ROOT / "figures" / "chapter_times_toy.json"
+
+
+def achieved_flops(bench: dict, n_params: int, seq_len: int, short_seq_len: int) -> tuple[float, str]:
+    """(training FLOP/s one worker reaches, the benchmarked shape it is read from) for a run of
+    `n_params` non-embedding parameters at `seq_len`: the `bench_train` row of the same stage
+    (short at the short context, else long) whose N is nearest in log scale. The row's rate
+    counts attention's FLOPs as the plan does (`flops_per_token`)."""
+    stage = "short" if seq_len <= short_seq_len else "long"
+    rows = [r for r in bench["rows"] if r["stage"] == stage] or bench["rows"]
+    r = min(rows, key=lambda r: abs(math.log(max(r["n_params_non_emb"], 1) / max(n_params, 1))))
+    return r["gflops_muon"] * 1e9, f"{r['scale']} {r['stage']}"
+
+
+def cpu_table(b: Budget, bench: dict, cores: int, chapters=None) -> pd.DataFrame:
+    """Per chapter: training core-hours at the rates `bench_train` measured at this budget's
+    shapes (`achieved_flops`; one worker a core, as the run pool trains), and the wall time
+    they take spread over `cores` workers. Training only: evaluation, fits and the notebooks'
+    own work come on top (the plan shows the last measured chapter times beside it)."""
+    if cores < 1:
+        raise ValueError(f"cores={cores!r} is not allowed; allowed: an integer >= 1")
+    rows = []
+    for r in run_list(b):
+        if chapters and r["chapter"] not in chapters:
+            continue
+        fpt, _ = _model_cost(r["family"], r["model"], r["seq_len"])
+        with torch.device("meta"):
+            n = build_model(r["family"], dict(r["model"])).n_params(non_embedding=True)
+        rate, shape = achieved_flops(bench, n, r["seq_len"], b.short_seq_len)
+        core_s = r["tokens"] * fpt / rate
+        rows.append({"chapter": r["chapter"], "run": r["what"], "rate from": shape, "core-hours": core_s / 3600,
+                     "training wall min": core_s / cores / 60})
+    return pd.DataFrame(rows, columns=["chapter", "run", "rate from", "core-hours", "training wall min"])
+
+
+def measured_minutes(path: Path = CHAPTER_TIMES) -> dict:
+    """{chapter: wall minutes} of the last measured toy book (figures/chapter_times_toy.json)."""
+    if not Path(path).is_file():
+        return {}
+    return {c["chapter"]: c["wall_s"] / 60 for c in json.loads(Path(path).read_text())["chapters"]
+            if c.get("status") == "ok"}
+
+
+def cpu_plan_lines(b: Budget, chapters=None, cores: int | None = None, bench_path: Path = BENCH_TRAIN,
+                   times_path: Path = CHAPTER_TIMES) -> list[str]:
+    """The plan's CPU section: training time per chapter on `cores` cores (default: this
+    machine's) from the benchmarked rates, Part 1 (chapters 1-5) and the whole book summed, and
+    the last measured toy book's chapter times beside them."""
+    import os
+
+    cores = cores or os.cpu_count() or 1
+    if not Path(bench_path).is_file():
+        return [f"\nCPU time: no benchmark results at {bench_path}; run `python -m benchmarks.bench_train` first."]
+    bench = json.loads(Path(bench_path).read_text())
+    if bench.get("budget") != b.name:
+        return [f"\nCPU time: {bench_path.name} measured budget {bench.get('budget')!r}, not {b.name!r}; run "
+                f"`python -m benchmarks.bench_train --budget {b.name}`."]
+    table = cpu_table(b, bench, cores, chapters)
+    per = table.groupby("chapter", sort=True)[["core-hours", "training wall min"]].sum()
+    measured = measured_minutes(times_path) if b.name == "toy" else {}
+    every = sorted(set(per.index) | {c for c in measured if not chapters or c in chapters})
+    per = per.reindex(every, fill_value=0.0)  # a chapter that trains nothing still takes its measured time
+    per["last measured min"] = [measured.get(c, float("nan")) for c in per.index]
+    part1 = per.index.str[:2].astype(int) <= 5
+    per.loc["Part 1 (chapters 1-5)"] = per[part1].sum(min_count=1)
+    per.loc["whole book"] = per[~per.index.str.startswith(("Part", "whole"))].sum(min_count=1)
+    m = bench.get("machine", {})
+    return [f"\nCPU time on {cores} core(s), training only, at the rates benchmarks/results/{Path(bench_path).name} "
+            f"measured at these shapes ({bench.get('date')}, {m.get('cpu_count')} CPUs, {m.get('machine')}, "
+            f"{bench.get('threads')} thread a worker; a slower or busier CPU takes longer). Evaluation, fits and "
+            "the notebooks' own work come on top: the last measured toy book's wall times stand beside them.",
+            per.to_string(formatters={"core-hours": "{:,.2f}".format, "training wall min": "{:,.1f}".format,
+                                      "last measured min": "{:,.1f}".format})]
+
+
 def visible_gpus() -> list[str]:
     """The GPUs torch sees here (name and memory)."""
     if not torch.cuda.is_available():
@@ -260,14 +336,16 @@ def plan_text(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TFLOPS
             where = i.where if i.path is None else str(i.path)
             lines.append(f"  [{'found' if i.found else 'MISSING'}] {i.name}: {where}")
     table = compute_table(b, chapters, peak_tflops, mfu)
-    if len(table):
+    gpus = visible_gpus()
+    if b.name != "full" and not gpus:  # a CPU user: minutes on these cores, not GPU-hours
+        lines += cpu_plan_lines(b, chapters)
+    elif len(table):
         per = table.groupby("chapter", sort=True)[["tokens", "FLOPs", "GPU-hours", "checkpoint GB"]].sum()
         per.loc["total"] = per.sum()
         lines.append(f"\nTraining compute (GPU-hours at {mfu:.0%} MFU of {peak_tflops:g} TFLOP/s per GPU; "
                      f"divide by the GPUs you use):")
         lines.append(per.to_string(formatters={"tokens": "{:,.0f}".format, "FLOPs": "{:.3g}".format,
                                                "GPU-hours": "{:,.3g}".format, "checkpoint GB": "{:,.1f}".format}))
-    gpus = visible_gpus()
     lines.append("\nGPUs torch sees: " + (", ".join(gpus) if gpus else "none (CPU only)"))
     missing = missing_inputs(b, chosen)
     lines.append("\n" + (format_missing(missing, b, source) if missing else "Nothing is missing."))
