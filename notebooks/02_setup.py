@@ -33,14 +33,15 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib.book import findings, metric_figures, toy_design, toy_erosion, toy_figures
+from nblib.book import metric_figures, toy_design, toy_figures
 from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
-from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
 from nblib.lccp import diagnostics, experiments, grid, kernel_spread
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics import format_testset_stats, testset_stats
+from nblib.probes import records
+from nblib.store.provenance import REPO_ROOT
 
 ch = Chapter("02_setup", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 b = ch.budget
@@ -105,342 +106,18 @@ ch.save_table(budgets, "table05_07_budgets")
 budgets
 
 # %% [markdown]
-# ## The toy budget: how it was chosen
+# ### Where the toy departs from the paper
 #
-# At `toy` the models must be small enough to train the whole grid on two CPU cores, yet
-# able to *use* a long context, or LongPPL has nothing to measure. An earlier toy budget
-# (byte tokens, models of 7K-170K parameters, S1 with one head of size 16) failed that test:
-# loss by position was flat or rising past the 32-byte local chunk, and [chapter 3](03_scaling_law.ipynb)'s law did
-# not extrapolate (held-out R² 0.02 and -6.05). Each lever below was measured with
-# `python -m nblib.probes design`, which trains a short-context model and an LCCP
-# continuation through the real run store and trainer, then measures loss by position on
-# held-out files and the **copy gain**: the loss on the first copy of a random token
-# segment minus the loss on its second copy (`nblib.metrics.probes.copy_gain`; a model that
-# looks back and copies gains several nats). Every probe's record is in
-# `data/probes/toy_design_probe.jsonl`; the table shows them all.
+# Each departure below is declared, read from the budget, and measured: [appendix
+# A](11_toy_design.ipynb) holds the probes behind each choice and the grids tried before this one.
 
 # %%
-from nblib.probes import records
-from nblib.store.provenance import REPO_ROOT
-
-probe_table = findings.toy_probe_table(records("toy_design_probe"))
-probe_table.round(3)
-
-# %% [markdown]
-# What each comparison decided (the numbers are read from the table above):
-
-# %%
-ch.markdown(findings.toy_levers_markdown(probe_table))
-
-# %% [markdown]
-# ## Toward copying models: batch, learning rate and copying at a 128-token context
-#
-# The toy grid that came before this one had a flaw: its models never learned to copy, so
-# [chapter 3](03_scaling_law.ipynb)'s law did not extrapolate (held-out R² -2.15 and -5.45)
-# and RULER stayed at 0. Its 32-token short context rarely held a repeat, its plain 2-layer
-# models formed no induction circuit, and its stable phase plateaued after 1,000-3,000
-# steps at 256 tokens per step. The first rebuild studied: a 128-token short context (LCCP
-# at 8x that, 1,024 tokens), four layers at every scale, and a batch and LR per shape chosen
-# from loss curves.
-# `python -m nblib.probes lr_batch` trains one constant-LR short-stage run per (shape,
-# batch, LR) through the real run store and trainer, and measures the held-out loss and the
-# random-segment copy gain (a segment of 32 tokens repeated once: the loss on its first copy
-# minus the loss on its second) at fixed shares of its tokens. The batch-16 runs at LR 5e-3
-# form a ladder of four widths (d32, d48, d64, d96, 12M tokens each, 8M at d96), plus the
-# copy-mix lever at d32 (5% of the sequences replaced by a repeated random segment). These
-# runs are probes, not part of the grid below; their records are in
-# `data/probes/toy_lr_batch_probe.jsonl`.
-
-# %%
-lr_batch = toy_design.lr_batch_table(records("toy_lr_batch_probe"))
-lr_batch_summary = toy_design.lr_batch_summary(lr_batch)
-ch.save_table(lr_batch_summary, "toy_lr_batch_summary")
-lr_batch_summary.round(3)
-
-# %% tags=["remove-output"]
-#| label: cell-lr-batch-probe
-ch.save_figure(toy_figures.lr_batch_figure(lr_batch), "toy_lr_batch_probe")
-
-# %% [markdown]
-# :::{figure} #cell-lr-batch-probe
-# :label: fig-lr-batch-probe
-# The LR x batch probes of the short stage at a 128-token context, one column per model
-# shape: held-out loss (top) and random-segment copy gain (bottom: loss on a 32-token
-# segment's first copy minus its second) against training tokens, one colour per batch and
-# LR. The dashed line is the 1-nat copy gain the rebuilt toy needs at every scale. Records:
-# `data/probes/toy_lr_batch_probe.jsonl`.
-# :::
-#
-# What the probes say so far (read from the table and {numref}`fig-lr-batch-probe` above):
-
-# %%
-ch.markdown(toy_design.lr_batch_findings(lr_batch_summary))
-
-# %% [markdown]
-# **Does copying survive LCCP, and reach twice the short context?** The rebuilt toy needs
-# every Linear-Decay endpoint at the largest budgets to copy from at least 256 tokens back.
-# `python -m nblib.probes lccp_copy` continues the d64 ladder run the way the grid's LCCP
-# does (RoPE base 1e4 -> 5e5, 1,024-token sequences of the length mixture, LR a tenth of the
-# short stage's, constant) and measures the copy gain at 32, 128, 256 and 512 tokens back.
-# The smeared rows continue the 2-layer smeared-key runs of the ablation below (d32 with
-# seeds 0 and 1, d48; 2M short-stage tokens at batch 32 x 128 and LR 1e-2) the same way.
-
-# %%
-lccp_copy = toy_design.lccp_copy_table(records("toy_lccp_copy_probe"))
-ch.save_table(lccp_copy, "toy_lccp_copy_probe")
-lccp_copy.round(3)
-
-# %% [markdown]
-# **What a grid whose every scale copies would cost.** From the ladder: every scale of
-# such a grid must be at least d64-wide (d48 needs 10M tokens), with Ds given in tokens so
-# that the smallest scale still gets its ~4.5M. The table predicts the training time of
-# three such designs on two cores from the FLOPs of each run and the effective FLOP rate the
-# probes measured (one thread per run, the other core busy, as in the book). Evaluation is
-# not included.
-
-# %%
-rates = toy_design.measured_rates(records("toy_lr_batch_probe"))
-costs = toy_design.design_costs(float(rates["GFLOP/s"].median()))
-ch.save_table(costs, "toy_copy_grid_costs")
-display(rates.round(1))
-costs.round(1)
-
-# %% [markdown]
-# The ladder's verdict, read from the three tables above:
-
-# %%
-ch.markdown(toy_design.ladder_findings(lr_batch_summary, lccp_copy, costs))
-
-# %% [markdown]
-# ## The toy grid: each choice and the measurement behind it
-#
-# The grid this book trains (chapters 3-5) came out of the probes above and the smeared-key
-# ablation below. The last probe fixed the shapes: the 2-layer smeared-key model at each of
-# the five widths, with heads of 32 dimensions (one of 48 at d48), trained like the grid's short
-# stage at constant LR for 2M tokens (`python -m nblib.probes lr_batch --out
-# toy_grid_shapes.jsonl`, records in `data/probes/toy_grid_shapes.jsonl`), then continued by
-# the LCCP probe (its rows with heads of 32 in the LCCP table above). Every width copies from
-# 32 tokens back within 1M tokens, so one token count sizes every scale.
-
-# %%
-grid_shapes = toy_design.lr_batch_summary(toy_design.lr_batch_table(records("toy_grid_shapes")))
-ch.save_table(grid_shapes, "toy_grid_shapes")
-grid_shapes.round(3)
-
-# %% [markdown]
-# **The LCCP learning rate.** The paper starts LCCP at a tenth of the short stage's LR, the
-# short stage's terminal rate (App. A.3). On the first run of this grid at that rate, LongPPL
-# *rose* with $D_l$ at S1-S3 while ShortPPL fell: LCCP taught the models the local text and
-# unlearned the distant copying that LongPPL's key tokens need. The probe below
-# (`python -m nblib.probes lccp_lr`) follows LongPPL along one Constant trajectory per LR
-# from the grid's short-stage endpoint at $D_s$ = 270 N(S1) ({numref}`fig-lccp-lr-probe`).
-
-# %%
-lccp_lr = toy_design.lccp_lr_table(records("toy_lccp_lr_probe"))
-ch.save_table(lccp_lr, "toy_lccp_lr_probe")
-ch.markdown(toy_design.lccp_lr_findings(lccp_lr))
-
-# %% tags=["remove-output"]
-#| label: cell-lccp-lr-probe
-ch.save_figure(toy_figures.lccp_lr_figure(lccp_lr, b.lccp_lr_frac), "toy_lccp_lr_probe")
-
-# %% [markdown]
-# :::{figure} #cell-lccp-lr-probe
-# :label: fig-lccp-lr-probe
-# LongPPL (left) and ShortPPL (right) along Constant LCCP trajectories from the short-stage
-# endpoint at $D_s$ = 270 N(S1), one colour per scale; dashed: LCCP at a tenth of the short
-# stage's LR (the paper's ratio), solid: the rate this grid uses. Records:
-# `data/probes/toy_lccp_lr_probe.jsonl`.
-# :::
-
-# %% [markdown]
-# **The LCCP RoPE base.** At 3% of the short LR, LongPPL falls through $D_l$ = 30, but on the
-# first grid at that rate the fall was still the recovery from the base change: raising the
-# RoPE base from 1e4 to 5e5 (the paper's ABF step) takes S1's ShortPPL from about 4.5 to 7.
-# The recovery was slower at larger N, so the drop from $D_l$ = 10 to 30 differed between
-# scales. The additive law (Eq. 2) has no $N \times D_l$ term, so such a drop is what it cannot
-# fit. The same probe with other LCCP RoPE bases (`--rope-bases`; records in
-# `data/probes/toy_lccp_rope_probe.jsonl`) measures that drop at each scale:
-
-# %%
-rope_records = pd.concat([
-    # the LR probe ran at the paper's ABF target, 5e5, with the grid's weight decay
-    records("toy_lccp_lr_probe")
-    .assign(rope_base=5e5, weight_decay=0.1),
-    records("toy_lccp_rope_probe")])
-lccp_rope = toy_design.lccp_rope_table(rope_records)
-rope_drops = toy_design.lccp_rope_drops(lccp_rope, 0.03, 270, 10, 30)
-ch.save_table(rope_drops, "toy_lccp_rope_probe")
-ch.markdown(toy_design.lccp_rope_findings(lccp_rope, 0.03, 10, 30))
-
-# %% [markdown]
-# At 5e7 the spread of the drop across scales is a small part of the drop; at 5e5 it is about
-# as large as the drop itself. At $D_l$ = 30, S2's LongPPL also falls with $D_s$ at 5e7, not at
-# 5e5 (at $D_l$ = 10 it does not yet: S2's heads, below). The toy grid therefore raises the base 5,000x at LCCP (1e4 -> 5e7), not the
-# paper's 50x, and the extension keeps the paper's 10x (5e7 -> 5e8). A base this large makes
-# most of a 32-dim head's RoPE bands nearly constant over 1,024 tokens; the paper's 4K model
-# already has a base (1e4) close to its context, where the toy's 128-token short stage has a
-# base 78x its context; one reading is that the first ABF step of the toy moves bands its short
-# stage did use, and a larger step moves them past where they matter at 1,024 tokens.
-# `full` keeps the paper's bases.
-#
-# **S2's heads.** On the first grid at base 5e7, S2 (d48, one head of 48 dimensions, the only
-# scale whose heads are not 32 wide) was still the outlier: after LCCP it beat S3 at the
-# smallest $D_s$ and stayed flat in $D_s$. The same probe with S2's head layout changed
-# (`--heads`, `--head-size`; records in `data/probes/toy_s2_heads_probe.jsonl`), next
-# to the 48-dim head's records at base 5e7 above:
-
-# %%
-s2_heads = toy_design.lccp_rope_table(pd.concat([
-    records("toy_s2_heads_probe"),
-    rope_records[(rope_records.scale == "S2") & (rope_records.rope_base == 5e7)].assign(heads=1, head_size=48)]),
-    extra=("heads", "head_size"))
-s2_table = toy_design.s2_heads_table(s2_heads, lr_frac=0.03, dls=(10, 30))
-ch.save_table(s2_table, "toy_s2_heads_probe")
-s2_table.round(3)
-
-# %% [markdown]
-# With two heads of 32 (attention 64 wide on a 48-wide stream, as Gemma 3 decouples head
-# width from $d$; the same N as one head of 48), S2's LongPPL falls with $D_s$ at every $D_l$,
-# as at every other scale; one head of 32 also falls with $D_s$ but has fewer parameters. The
-# grid's S2 is d48 with two heads of 32, so every scale has heads of 32.
-
-# %%
-design = toy_design.grid_design_table(b if b.name == "toy" else get_budget("toy"), grid_shapes, lccp_copy)
-ch.save_table(design, "toy_grid_design")
-design
-
-# %% [markdown]
-# ## The grid designs tried
-#
-# Each row below is one design of the whole toy grid, run through chapters 3 and 4, with the
-# measures the toy Part 1 is held to: held-out $R^2$ of Eq. 1 on both splits (Fig. 3, target
-# 0.8), Lin's CCC of Constant-Last4 against Linear-Decay at S4 (Fig. 4b, target 0.9) and the
-# share of S1-S4 trajectory points where Last4 is at or below Raw (target 85%); from I on also
-# S5's Constant trajectory (Spearman ρ of Last4 LongPPL against $D_l$, target ≤ -0.8) and the
-# Constant-Last4 law's held-out $R^2$ (Table 4, target 0.8). `code` names the commit that ran it
-# (designs I-R are budget files in `data/probes/grid_designs/`); an empty cell was not
-# measured. Records: `data/probes/toy_grid_ladder.csv`.
-
-# %%
-ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
-ch.save_table(ladder, "toy_grid_ladder")
-ch.markdown(toy_design.grid_ladder_findings(ladder, {**toy_design.GRID_TARGETS, **toy_design.TRAJECTORY_TARGETS}))
-ladder.drop(columns=["change", "measured"]).set_index("design")
-
-# %% [markdown]
-# The LCCP learning rate pulls chapter 3 and chapter 4 apart (designs F, G, H differ in it
-# alone). Chapter 4's claims come from the paper's regime, where a constant LR leaves iterate
-# noise that decay or averaging removes: Raw is worse than Linear-Decay, Last4 beats Raw and
-# matches Linear-Decay. At 3% the toy is in the other regime: LCCP is still making fast progress
-# at $D_l$ = 10-30, so decaying the LR costs more than it removes (Linear-Decay is the worst of
-# the three, `Last4 - LD` < 0) and the average of the last four checkpoints lags the newest. At
-# the paper's tenth (H) the order is the paper's, Linear-Decay best and Last4 better than Raw
-# on most points, but Constant LCCP at that rate erodes: LongPPL rises with $D_l$ while
-# ShortPPL falls, so Last4 ends above Linear-Decay (CCC falls again) and Eq. 1 no longer
-# holds. The probe's drop of log LongPPL from $D_l$ = 10 to 30 at $D_s$ = 270, base 5e7, by
-# LCCP rate (a negative drop is a rise):
-
-# %%
-toy_design.lccp_rate_drops(lccp_rope, 5e7, 270, 10, 30).round(3)
-
-# %% [markdown]
-# No single rate gives both chapters their regime on designs A-H: the sign of `Last4 - LD`
-# crosses zero between 5% and 10%, where CCC could peak, but there the S1-S3 fit is already
-# below the 0.8 target (G) and Constant LongPPL starts to rise with $D_l$ (H). The grid (F)
-# keeps 3%, the rate at which chapter 3's law holds, and chapter 4 reports its misses against
-# this table. The next section looks for the cause of the rise in the heads.
-
-# %% [markdown]
-# ## What erodes at the paper's LCCP rate
-#
-# The erosion probe (`python -m nblib.probes erosion --scale S4 --kv-heads 1 3`) follows one
-# Constant trajectory at S4 from $D_s$ = 270 N(S1), at 10% of the short LR and the short
-# stage's 4 x 1,024 tokens a step (the paper's rule), to $D_l$ = 120, for two head layouts with
-# their own short stages: one KV head shared by the three query heads (the grid's) and a KV head
-# per query head; further rows follow S1 and S3, and LCCP on aligned windows (`--aligned`,
-# below). At each checkpoint it measures LongPPL on file beginnings (the evaluation set)
-# and file middles (what LCCP trains on), the copy gain 128-512 tokens back, the smear gates and
-# each head's attention mass by distance.
-
-# %%
-erosion = toy_erosion.erosion_table(records("toy_erosion_probe"))
-ch.save_table(erosion, "toy_erosion_probe")
-ch.markdown(toy_erosion.erosion_findings(erosion))
-erosion.drop(columns=["LCCP LR", "LCCP batch"]).round(3).set_index(["scale", "variant", "Dl"])
-
-# %% tags=["remove-output"]
-#| label: cell-erosion-probe
-ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
-
-# %% [markdown]
-# :::{figure} #cell-erosion-probe
-# :label: fig-erosion-probe
-# One Constant LCCP trajectory per scale and variant, from $D_s$ = 270 N(S1), at 10% of the
-# short LR and 4 x 1,024 tokens a step, seed 0. Left: LongPPL on file beginnings (solid, the
-# evaluation set) and on file middles (dashed), each over its value at $D_l$ = 30. Middle: the
-# random-segment copy gain 256 tokens back. Right: the largest share of attention any head of
-# the second layer (where the copying heads sit) puts 128 or more tokens back. Records:
-# `data/probes/toy_erosion_probe.jsonl`.
-# :::
-
-# %% [markdown]
-# **What the probe shows.** With one KV head, LongPPL rises on file middles as on beginnings
-# (not the evaluation set's kind of text) and the smear gates do not move; what goes is far
-# attention: the second layer's most far-looking head returns to the local window, and the copy
-# gain 256 and 512 back falls with it. With a KV head per query head that head keeps its far
-# attention and the copy gains at 128 and 256 keep rising. A third trajectory (`--expand-kv`)
-# starts LCCP from the shared-key short stage with each KV head copied out to one per query
-# head (`nblib.models.llama.expand_kv_heads`, which computes exactly what the shared head did):
-# it erodes like the shared-key model, so the key sets that resist erosion form in the short
-# stage. One reading: a head that copies from far needs smeared keys matched by content; a head
-# serving the 97% of local tokens wants plain keys and a recency preference; one key set per
-# layer cannot serve both under constant-LR LCCP.
-#
-# **Aligned windows.** The toy's LCCP stream laid a bucket's pieces end to end and cut its
-# windows across them, so 97% of the 1,024-token windows joined the tail of one file to the
-# head of an unrelated one, where App. A.4 splits long documents "into consecutive segments of
-# the target length". With `--aligned` (`Budget.lccp_aligned`) each segment is a sequence of
-# its own (95% of the windows hold one file). With one KV head that halves the rise from
-# $D_l$ = 30 to 120 (S1, S4); with a KV head per query head, LongPPL at S3 and S4 falls at
-# every checkpoint after 30. S1 with two heads of 32, a KV head each (`--heads 2`; N 31,908,
-# tokens still counted in the one-head N(S1)), erodes like one head (+28%): at d32 the width
-# binds. What erodes is a narrow or shared key set, and text joining unrelated files feeds it.
-#
-# **The whole grid on that lever (rows I-R).** I gives S2-S5 and the reference a KV head per
-# query head and runs LCCP at 4 x 1,024 and 10%; J moves $D_l$ to 30-50; K is I on aligned
-# windows; L is K on $D_s$ = 270-450 N(S1), S5's trajectory from 450 as the paper's; M is L on
-# $D_l$ = 30-50. On L and M, S1 and S2 (d32, d48) stop gaining from $D_s$ and $D_l$. N starts
-# the widths at d64 (d64 / 80 / 96 / 128 / 160, heads of 32): every scale gains from $D_s$ and
-# $D_l$, chapter 3's $R^2$ reaches 0.88 / 0.97, but S2 and S3 (three heads each) swap order at
-# $D_s$ = 270 (O: S2 with two heads of 40 falls below S1). P puts N on $D_l$ = 30-50: LD still
-# trails. Q and R take N's LCCP to 2 and 1 x 1,024 tokens a step: Last4 <= Raw 28% -> 57% ->
-# 79%, Last4 - LD -1.45 -> -0.70 -> -0.43, and on R the Constant-Last4 law fits S4 and S5 (0.84 /
-# 0.88) and Eq. 2's 60N prefix misses S5's end by 2%; but LD is still the worst at S4 and
-# chapter 3's S4 $R^2$ falls to 0.69. U and T are R merged with Last4 2 and 3 N(S1) apart
-# (`last4_spacing`, App. B.1; chapter 4 reads them). The grid stays F. (`make book BUDGET_FILE=...` reruns any.)
-
-# %%
-ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]
-ch.save_table(ladder_s5, "toy_grid_ladder_s5")
-
-# %% tags=["remove-output"]
-#| label: cell-ladder-s5
-ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder_s5")
-
-# %% [markdown]
-# :::{figure} #cell-ladder-s5
-# :label: fig-ladder-s5
-# LongPPL along S5's Constant LCCP trajectory of each grid design that recorded it (Last4 solid,
-# Raw dotted; one seed). J shares I's trajectory, M shares L's, P shares N's; U and T are R's
-# merged 2 and 3 N(S1) apart, from 10 N(S1). Records:
-# `data/probes/toy_grid_ladder_s5.jsonl`, written by `python -m nblib.probes grid_ladder`.
-# :::
+ch.markdown(toy_design.departures_markdown(b))
 
 # %% [markdown]
 # ## Smeared keys: where the toy departs from the paper's Llama
 #
-# The ladder above is the plain Llama, the paper's model. Copying needs an induction circuit:
+# The paper's model is the plain Llama. Copying needs an induction circuit:
 # a head that finds the earlier occurrence of the current token and attends to the token
 # after it. In the plain model that takes two heads in two layers, a previous-token head whose
 # output the induction head's keys then read, and at the toy's widths this circuit forms late
@@ -545,6 +222,8 @@ print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, 
 ref_run = ch.store.run(grid.reference_config(b)) if b.reference["kind"] == "nblib" else None
 fig = metric_figures.reference_training_figure(ref_run.metrics() if ref_run else None, b.reference.get("path"))
 ch.save_figure(fig, "figA1_reference_training", runs=[ref_run] if ref_run else [])
+if ref_run:  # the host's speed index: the README scales chapter times by it
+    print(metric_figures.training_speed_line(ref_run.metrics(), "LongPPL reference"))
 
 # %% [markdown]
 # :::{figure} #cell-reference-training
@@ -591,7 +270,8 @@ display(HTML(highlight_html(ev.texts[doc], ev.annotation.intervals("long")[doc],
 #
 # - The corpus, split and tokenization are pinned and cached; the LCCP stream keeps Table
 #   9's buckets (with the natural shares at toy, for the reason above).
-# - Five scales keep the paper's ratios of $N$; budgets are whole optimizer steps.
+# - Five scales span a compressed range of $N$ (the departures above); budgets are whole
+#   optimizer steps.
 # - LongPPL and ShortPPL are defined by a reference model's key tokens, stored as character
 #   spans; the same annotation serves every model in [Chapter 3](03_scaling_law.ipynb) and
 #   [Chapter 4](04_constant_last4.ipynb).

@@ -67,7 +67,6 @@ from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPP
 from nblib.budgets import SCALES, get_budget, trajectory_compute
 from nblib.lccp import experiments, grid, merge, scaling
 from nblib.lccp.evaluation import Evaluator
-from nblib.probes import record_path, records
 
 ch = Chapter("04_constant_last4", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root,
              scale=scale, allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
@@ -454,63 +453,8 @@ ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
 # independent trajectories); blue: Last4 better.
 # :::
 #
-# **Where the toy stands against claim (i).** At `toy`, Constant-Raw beats Linear-Decay and
-# Last4 lags Raw most at the smallest $D_l$: the toy's LCCP is still making fast progress at
-# $D_l$ = 10-30 N(S1), so an LR decay costs more progress than it removes noise, and the
-# average of the last four checkpoints trails the newest. The paper's regime is the other one,
-# a constant LR whose iterate noise decay and averaging remove. Chapter 2's table of the grid
-# designs tried (`toy_grid_ladder.csv`) measures the LCCP rate as the lever. At the paper's
-# tenth the order becomes the paper's (Linear-Decay best, Last4 at or below Raw on most
-# points), but Constant LongPPL then rises with $D_l$ on this toy, so Last4 stays above
-# Linear-Decay and chapter 3's law stops extrapolating; between 3% and 10% no rate meets
-# both chapters' targets. Designs I-R of that table give every query head its own keys and
-# run LCCP at the paper's tenth (K-R on aligned windows, L-R on the paper's upper short-stage
-# budgets): S5's Constant trajectory then keeps improving to 120 N(S1) (chapter 2's S5
-# figure). On N and Q (widths from d64) chapter 3's law holds out of sample and the
-# Constant-Last4 law fits S4. Fewer LCCP tokens a step (N 4, Q 2, R 1 x 1,024) move the toy
-# toward the paper's noise-limited regime: Last4 <= Raw on 28%, 57% and 79% of the S1-S4
-# points, and on R the Constant-Last4 law fits S4 and S5's trajectory (held-out $R^2$ 0.84 and
-# 0.88) and Eq. 2 on the 60 N(S1) prefix misses S5's last point by 2%. Linear-Decay still trails
-# Constant at S4 on every design (R: 6.34 against Raw 6.05), so CCC stays at 0.45-0.68: the
-# toy's LCCP is progress-limited where the paper's is noise-limited, and the book's grid stays F.
-#
-# **Where would Linear-Decay catch up?** If the toy's LCCP is progress-limited on the grid's
-# $D_l$, a decayed run should catch up with the constant one further out, where progress slows
-# and the iterate's noise is what is left. The probe `protocol_horizon` measures it past the
-# grid: Linear-Decay runs to each $D_l$ against one Constant trajectory scored Raw and Last4 at
-# the same $D_l$, from the largest $D_s$ (`python -m nblib.book.design_probe --budget-file
-# data/probes/grid_designs/R.toml protocol_horizon --scales S4 S5 --dls 30 60 120 --spacings
-# 2 4`; records in `toy_protocol_horizon.jsonl`, one seed).
-
-# %%
-horizon_path = record_path("toy_protocol_horizon")
-horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon")) if horizon_path.exists() else None
-if horizon is not None and len(horizon):
-    ch.save_table(horizon, "protocol_horizon")
-    display(horizon.round(3))
-    ch.markdown(findings.protocol_horizon_findings(horizon))
-else:
-    print(f"no records at {horizon_path}")
-
-# %% [markdown]
-# On design R, Linear-Decay trails Constant-Raw at $D_l$ = 30 and 60 N(S1) at S4 and S5 and is
-# the best of the three at 120: the toy's grid ($D_l$ = 10-30) sits in the progress-limited
-# regime, and the paper's order of LD and Raw arrives near 120 N(S1). With the budget's 1 N
-# spacing, Last4 trails both Raw and LD at 60-120 on these single-seed points: four neighbouring
-# checkpoints share most of their noise at one sequence a step. Spaced 4 N apart (App. B.1's
-# ablation, `--spacings 2 4`), Last4 is the lowest of all at every point, below LD at 120 too.
-# So at toy the spacing decides Last4 against Raw, and the grid's $D_l$ decides LD against both.
-#
-# **The spacing on the grid (designs U and T).** The budget field `last4_spacing` sets Last4's
-# spacing for the grid, the S5 trajectory and chapter 5's starts. U and T are R's runs merged
-# 2 N and 3 N(S1) apart (chapter 2's table; R re-measured on the same reference for the
-# comparison). The wider window lowers S5's trajectory at its end (Last4 at 120 N(S1): 4.77,
-# 4.53, 4.28) and Last4 at S4's $D_l$ = 30. At $D_l$ = 10 it reaches back to LCCP's first
-# steps: there T's Last4 is 7.63 against Linear-Decay's 7.00 and Raw's 6.47. T's CCC of 0.80, with
-# a mean gap to Linear-Decay of 0.00, is that excess at 10 offsetting the shortfall at 20-30.
-# Last4 <= Raw falls to 76% on U and 39% on T, against 81% on R. No spacing brings Last4 onto
-# Linear-Decay while Linear-Decay trails Raw (S4 means 6.40 against 6.07 on all three). Only a
-# grid whose $D_l$ reaches the horizon above, near 120 N(S1), would.
+# Where the toy's LCCP sits against the paper's regime (progress-limited or noise-limited), and
+# the grid designs that tried to move it: [appendix B](12_toy_ladders.ipynb).
 
 # %%
 ch.done()

@@ -54,7 +54,6 @@ budget_file = ""  # a TOML budget file, a base budget and its overrides (README,
 scale = "S5"
 
 # %%
-from IPython.display import display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -64,7 +63,6 @@ from nblib.book.chapter import Chapter
 from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
 from nblib.lccp.sft import build_sft_mixture, mixture_summary
-from nblib.probes import record_path, records
 from nblib.training.runner import get_or_run_many
 
 ch = Chapter("05_downstream", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, scale=scale,
@@ -302,183 +300,10 @@ ch.markdown(findings.needle_trajectory_findings(needle_traj, needle_ext))
 # test taken one piece at a time, and the needle gain says whether the model uses the needle
 # at all. Where the score stays near its control, the two teacher-forced measures are the
 # ones that can show a trend, and the bullets above give their rank correlation with Dl.
+# Which of the project's models answer a needle at all, the levers that make S5 answer, and
+# the needle trend on every grid design: [appendix B](12_toy_ladders.ipynb).
 
 # %% [markdown]
-# ### Which models answer? A ladder over the project's models that copy
-#
-# A probe (`python -m nblib.probes ruler_copy`) runs both forms, RULER as written and the
-# code form, on the project's models that copy a random segment: chapter 2's d64 LCCP rung
-# (copying at its 128-token short context, continued at 1,024 tokens) at each LCCP
-# checkpoint, and Part 2's Models A and B and the all-global control (gains of 1.4-3.2 nats
-# at L/2), with Model B's and the control's YaRN x4 fine-tunes at 4x their context. A third
-# run scores the code form along Part 2's training-length ladder (chapter 6): each model
-# after 1/8, 1/4, 1/2 and all of its tokens.
-
-# %%
-probe_path = record_path("toy_ruler_copy_probe")
-ruler_probe = None
-if probe_path.exists():
-    probe = pd.read_json(probe_path, lines=True)
-    probe["format"] = probe["format"].fillna("ruler") if "format" in probe else "ruler"
-    probe_rows = [{"format": r["format"], "probe": r["name"], "model": r["model"], "width": r["d"],
-                   "trained at": r["train_len"], "samples": r["samples"], "RULER length": int(n),
-                   "single-needle mean": r["single_needle_mean"][n]}
-                  for _, r in probe.iterrows() for n in r["ruler"]]
-    ruler_probe = pd.DataFrame(probe_rows).drop_duplicates(["format", "probe", "model", "RULER length"], keep="last")
-    display(ruler_probe.pivot_table(index=["probe", "model", "RULER length"], columns="format",
-                                    values="single-needle mean", sort=False).round(1))
-else:
-    print(f"no probe records at {probe_path}")
-
-# %%
-ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
-
-# %% [markdown]
-# The code form moves the question from "can it read English" to "can it retrieve". The
-# bullets above say which models answer, from the numbers of this run. Copying is necessary
-# and not sufficient: the S5 models copy a random segment from twice the short context back
-# ([chapter 3](03_scaling_law.ipynb)'s `copy_gain.csv`), but a needle asks for a match on a
-# key name several tokens long, among many assignments with the same shape, where a random
-# segment matches on every token.
-
-# %% [markdown]
-# ### What would make S5 answer? The levers, measured
-#
-# The code form removes English; it does not remove the competition. A needle asks the model
-# to find `magic_number_{key} =` among the haystack's assignments and copy what follows. A
-# 2-layer model with smeared keys matches one token back: from the final ` =`, its induction
-# head can attend to every token that follows an ` =`, and a Python haystack has many. The
-# ladder below (`python -m nblib.probes code_needle_levers`) changes one thing at a time and keeps
-# RULER's sizing, depths and `string_match_all` (`code_niah.make_task`'s `haystack_form`,
-# `key_form` and `value_form`; RULER's values unless the form says `short`):
-#
-# - **comments**: every haystack line a comment (RULER's own noise sentences for
-#   `niah_single_1_code`, the held-out files' lines commented out for the others);
-# - **prose**: as comments, with every line holding an `=` dropped, so the needle is the only
-#   assignment in the prompt;
-# - **word key**: the key one token that is never assigned in the haystack (`{key} = ...`), so
-#   the key and ` =` together occur only in the needle;
-# - **short values** (`value_form`): values of at most two pieces, generation stopped two
-#   tokens past them, each prompt scored against its control without the needle line;
-# - **LCCP tokens**: the first and the last trajectory point, Raw and Last4.
-#
-# Besides RULER's score it records two teacher-forced measures that move before a needle is
-# answered: the needle gain (the value's log-probability per token with the needle in the
-# prompt minus without it) and how often the value's first token is the model's argmax.
-
-# %%
-lever_path = record_path("toy_code_needle_levers")
-lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame({"run": []})
-# this trajectory's records, and its deeper variants' (the model lever)
-lever_records = downstream.needle_lever_records(lever_records, b, scale)
-if len(lever_records):
-    levers = downstream.needle_lever_table(lever_records)
-    ch.save_table(levers, "code_needle_levers", runs=[run],
-                  extra={"lever runs": sorted(set(lever_records["run"]) - {run.hash})})
-    display(levers.round(3))
-    ch.markdown(findings.needle_lever_findings(levers))
-else:
-    print(f"no lever records for this trajectory ({run.hash}) in {lever_path}; "
-          f"run python -m nblib.probes code_needle_levers after chapter 4")
-
-# %% [markdown]
-# ### The needles on the trajectories of chapter 2's ladder
-#
-# The same probe reads the S5 trajectory of any design of chapter 2's ladder (`python -m
-# nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose Constant LCCP keeps
-# improving LongPPL to the end of the trajectory, where the book's own erodes. The rows
-# below are those records (`code_needle_designs.csv`), the mean over the three single needles,
-# with Fig. 18's best retrieval head on `niah_single_2_code`'s prompts at each point.
-
-# %%
-all_lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame()
-needle_designs = downstream.needle_design_table(all_lever_records)
-if len(needle_designs):
-    ch.save_table(needle_designs, "code_needle_designs")
-    display(needle_designs.round(3))
-    ch.markdown(findings.needle_design_findings(needle_designs))
-else:
-    print(f"no records of a ladder design in {lever_path}")
-
-# %% [markdown]
-# ### This chapter run whole on the ladder's trajectories
-#
-# The rows above probe a few points. Below, this whole chapter ran on each design's S5
-# trajectory (`python -m nblib.book run --budget-file data/probes/grid_designs/X.toml --chapters
-# 05_downstream`), and `python -m nblib.probes needle_ladder` read its tables into one row per
-# design (`toy_needle_ladder.csv`): the book's own trajectory (F), and chapter 2's designs whose
-# Constant LCCP keeps improving LongPPL to Dl = 120 N(S1). Each row is held to the targets
-# for §5.1's trend at toy scale:
-# - Last4's per-piece hit rate and needle gain rise along the trajectory (Spearman ρ ≥ 0.8
-#   against Dl).
-# - Raw and Last4 score at least 20 at the last point, and at least 10 above the control.
-# - The mean score rises from the first point to the last.
-# - The needles score above 0 after the 4x extension.
-# - A retrieval head above 0.1 exists at the last point, and Table 14 has all five rows.
-#
-# Chapter 2's S5 LongPPL ρ and chapter 3's held-out R² sit beside each row: they show what
-# the design costs the other chapters.
-
-# %%
-needle_ladder = records("toy_needle_ladder")
-grid_cols = ["S5 Last4 rho(Dl, LongPPL)", "S1-S3 -> S4 R²", "S1-S4 -> S5 R²"]
-needle_ladder = needle_ladder.merge(records("toy_grid_ladder").rename(columns={"design": "grid row"})
-                                    [["grid row", *grid_cols]], on="grid row", how="left")
-display(needle_ladder.drop(columns=["code", "measured"]).set_index("design"))
-ch.markdown(findings.needle_ladder_findings(needle_ladder))
-
-# %% [markdown]
-# What the ladder says about §5.1 at toy scale. The trend needs a trajectory that keeps
-# improving. On the book's own trajectory (F), LongPPL turns up after Dl = 30 N(S1)
-# ([chapter 4](04_constant_last4.ipynb)). There the needle measures do not rise, and the
-# scores stay at the floor. On the designs whose LongPPL falls to the end, the needle gain
-# rises with Dl and retrieval heads above 0.9 form.
-#
-# How far the scores go depends on the S5 model's width. Design K's S5 is the book's width
-# with a KV head per query head, trained on 4 x 1,024 tokens a step; it meets every target at
-# 20 prompts per needle, but its grid breaks chapter 3's law (held-out R² beside its row).
-# Design N keeps the law with a d160 S5 and reads the needles at about half of K's score at
-# the same Dl. Design V compresses N's width ladder so that S5 is d128, as in design L: it
-# keeps chapter 3's law as N does and meets six of the seven targets at 20 prompts. The one
-# it misses is Last4 at the last point (15.0 against 20).
-#
-# At 100 prompts per needle (the design table above, with binomial standard errors of about
-# 2 points), K reads 20.0 Raw and 19.0 Last4 at Dl = 120 N(S1), and V reads 18.3 and 16.7.
-# Both sit at the edge of the ≥ 20 target; the 20-prompt rows have errors of 5 to 9 points.
-# V's trajectory, carried on at constant LR to Dl = 180, reads 23.7 Raw and 24.3 Last4 at 150
-# and 20.0 and 18.0 at 180. So the target is met at 150, and past 120 the scores hold near 20
-# rather than rise: the toy's version of the paper's trend flattens where the paper's does not.
-#
-# So V is the grid that comes closest to showing chapters 3, 4 and 5 at once. It is not the
-# book's grid, for two reasons. First, Part 1 on V took 117 minutes on a 2-core host where
-# the book's grid F took 80, against a 60-minute budget. Second, V meets the score target only
-# at Dl = 150, past the trajectory's 120 N(S1).
-# The book keeps F, and this table says what that costs chapter 5.
-
-# %% [markdown]
-# With RULER's values, S5 reads the needle: with it in the prompt, every value token is more
-# likely by most of a nat or more, in every form, and fewer competing assignments help the
-# first token. What S5 does not do is copy the rest: a 7-digit value is seven or eight pieces
-# of the 1,024-entry BPE (` `, `8`, `4`, ...), each of which follows many other tokens in the
-# prompt, so a one-token-back match loses the thread after the first piece and the model goes
-# on with the haystack's own text. `string_match_all` needs the whole value. That is why this
-# budget's needles carry short values (the value lever above: `code:magic:short` and the other
-# forms with `short`), and why the ladder of trajectories matters: on the book's eroding
-# trajectory the needle gain and the first-token hit rate fall with more LCCP tokens, as S5's
-# LongPPL rises after its minimum ([chapter 4](04_constant_last4.ipynb)'s monitor table),
-# while on the ladder's designs that keep improving they rise (the design rows above).
-#
-# **The model lever: depth.** In the probe rows above, Part 2's Model B (four layers, Gemma
-# 3-style) answers some code-form needles at its context and Model A of the same depth none.
-# The rows at 4 layers are S5 with four layers and everything else the grid's (width, heads,
-# smeared keys, $D_s$ = 270 N(S1), Constant LCCP at the grid's rate to $D_l$ = 30 N(S1), before
-# the 2-layer trajectory's LongPPL minimum), trained by the probe (`--layers 4`) into the
-# store under an identity of its own. Depth keeps the needle gain from falling over $D_l$ = 10-30
-# and, with the prose haystack and a one-token key, makes the first value token the argmax on
-# about half the prompts; it still copies no whole value, so every score stays 0. The value is
-# where it fails: after the first piece the model needs to match on the value's own earlier
-# pieces, and every piece follows many other tokens in the prompt.
-#
 # ## Fig. 8b, Fig. 14 and Fig. 15: long-context SFT
 #
 # §5.3: one SFT recipe for every starting point, three data seeds each. The mixture is

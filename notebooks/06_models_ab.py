@@ -47,7 +47,6 @@ from nblib.data import get_corpus, get_tokenizer
 from nblib.gemma import pair, training_length
 from nblib.gemma.pair import MODELS
 from nblib.metrics.probes import copy_gain_table, position_loss_table
-from nblib.probes import record_path
 
 ch = Chapter("06_models_ab", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 budget = ch.budget.name  # a budget file's base, when one is given
@@ -169,22 +168,9 @@ ch.save_table(context_use.join(copying), "context_use", runs=list(runs.values())
 context_use.join(copying).round(2)
 
 # %% [markdown]
-# ### How the toy pair's training length was chosen
+# How the toy pair's training length was chosen (the probes, `python -m nblib.probes pair`):
+# [appendix A](11_toy_design.ipynb).
 #
-# The toy pair's training length was set by probes. Each probe trains one model with one
-# lever changed and measures the same quantities on a scratch run store
-# (`python -m nblib.probes pair`, records in `data/probes/pair_probe.jsonl`). At 600
-# steps Model A does not copy yet, and at 1,200 it does, so the toy pair trains 1,100 steps.
-# For Model B the probes also record how plain RoPE and zero-shot YaRN read past $L$
-# ([chapter 9](09_yarn.ipynb)), with the blog's RoPE base of $10^4$ and with a base of 2,500,
-# which keeps the slowest band's wavelength about as long relative to $L$ as in the blog.
-
-# %%
-probe_path = record_path("pair_probe")
-probes = pd.read_json(probe_path, lines=True).set_index("name") if probe_path.exists() else pd.DataFrame()
-probes.round(3)
-
-# %% [markdown]
 # ## Is one model better?
 #
 # The final checkpoints' held-out loss per window, paired by window, with a bootstrap 95%

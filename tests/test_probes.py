@@ -371,15 +371,19 @@ def _ladder(rows):
     return pd.DataFrame([{"design": d, R2["S1-S3 → S4"]: s4, R2["S1-S4 → S5"]: s5} for d, s4, s5 in rows])
 
 
-def test_grid_ladder_book_grid_rows_are_f_and_its_numbered_reruns_only():
-    from nblib.probes.grid_ladder import book_grid_rows
-    t = _ladder([("F", .899, .921), ("F2", .888, .907), ("F2b", .1, .1), ("G", .684, .916), ("F3", .874, .895)])
-    assert list(book_grid_rows(t)["design"]) == ["F", "F2", "F3"]
+def test_grid_ladder_book_grid_rows_are_a_design_and_its_numbered_reruns_only():
+    from nblib.probes.grid_ladder import BOOK_GRID_DESIGN, book_grid_rows
+    t = _ladder([("F", .899, .921), ("F2", .888, .907), ("F2b", .1, .1), ("G", .684, .916), ("F3", .874, .895),
+                 ("V", .891, .971), ("V2", .9, .97)])
+    assert list(book_grid_rows(t, "F")["design"]) == ["F", "F2", "F3"]
+    assert BOOK_GRID_DESIGN == "V" and list(book_grid_rows(t)["design"]) == ["V", "V2"]
 
 
 def test_host_spread_findings_name_the_range_of_each_split():
     from nblib.book.findings import host_spread_findings
-    text = host_spread_findings(_ladder([("F", .899, .921), ("F2", .888, .907), ("K", .427, .734), ("F3", .874, .895)]))
-    assert "fresh on 3 hosts (rows F, F2, F3 of chapter 2's ladder)" in text
+    text = host_spread_findings(_ladder([("F", .899, .921), ("F2", .888, .907), ("K", .427, .734), ("F3", .874, .895)]),
+                                "F")
+    assert "fresh on 3 host(s) (rows F, F2, F3 of the design ladder" in text
     assert "0.874 to 0.899 for S1-S3 → S4 and 0.895 to 0.921 for S1-S4 → S5" in text
     assert host_spread_findings(_ladder([("K", .4, .7)])) == ""
+    assert "rows V, V2 of" in host_spread_findings(_ladder([("F", .9, .9), ("V", .891, .971), ("V2", .88, .96)]))

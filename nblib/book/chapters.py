@@ -22,9 +22,11 @@ from pathlib import Path
 
 from nblib.store.provenance import REPO_ROOT
 
-# The book's two parts, in order: the LCCP paper (chapters 1-5) and the Gemma blog (6-10).
+# The book's parts, in order: the LCCP paper (chapters 1-5), the Gemma blog (6-10), and the
+# appendix on how the toy was designed (11-12: probe records only, no training).
 PARTS = {"lccp": "Part 1: Long-context continual pre-training",
-         "gemma": "Part 2: GPT-2 (124M) to Gemma 3-style (113M)"}
+         "gemma": "Part 2: GPT-2 (124M) to Gemma 3-style (113M)",
+         "appendix": "Appendix: designing the toy"}
 
 # The pages around the chapters in the table of contents: the landing page and the run
 # report that `python -m nblib.book run` writes.
@@ -73,6 +75,10 @@ CHAPTERS = (
                  needs=("06_models_ab",)),  # Model B
     ChapterEntry("10_attention", "What the heads attend to: copying, sinks and disagreements", "gemma",
                  needs=("06_models_ab",)),  # Models A and B
+    ChapterEntry("11_toy_design", "Designing the toy (1): the budget, the grid designs, and what erodes",
+                 "appendix", inputs=False),
+    ChapterEntry("12_toy_ladders", "Designing the toy (2): protocols and needles on the design ladder",
+                 "appendix", needs=("05_downstream",), inputs=False),  # chapter 5's code-needle table
 )
 
 

@@ -141,15 +141,15 @@ def scaling_law_findings(table: pd.DataFrame, holdout: dict, short_holdout: dict
     return bullets(lines)
 
 
-def host_spread_findings(ladder: pd.DataFrame) -> str:
+def host_spread_findings(ladder: pd.DataFrame, design: str = GL.BOOK_GRID_DESIGN) -> str:
     """Fig. 3's held-out R² across hosts: the book's toy grid at seed 0 run fresh on each 2-core
-    host (rows F, F2, ... of chapter 2's ladder, `grid_ladder.book_grid_rows`)."""
-    rows = GL.book_grid_rows(ladder)
+    host (rows V, V2, ... of the design ladder, `grid_ladder.book_grid_rows`)."""
+    rows = GL.book_grid_rows(ladder, design)
     if rows.empty:
         return ""
     s4, s5 = (rows[c].astype(float) for c in GL.R2.values())
-    return (f"The toy grid at seed 0, run fresh on {len(rows)} hosts (rows {', '.join(rows['design'])} of chapter 2's "
-            f"ladder), gives held-out R² {s4.min():.3f} to {s4.max():.3f} for S1-S3 → S4 and {s5.min():.3f} to "
+    return (f"The toy grid at seed 0, run fresh on {len(rows)} host(s) (rows {', '.join(rows['design'])} of the design "
+            f"ladder, appendix A), gives held-out R² {s4.min():.3f} to {s4.max():.3f} for S1-S3 → S4 and {s5.min():.3f} to "
             f"{s5.max():.3f} for S1-S4 → S5. A difference smaller than that spread is not a finding.")
 
 

@@ -36,3 +36,26 @@ def key_token_figure(per_token, spec):
     ax.set(xlabel=r"$\ell^{full}$ (nats)", ylabel=r"$\Delta = \ell^{chunk} - \ell^{full}$", title="Key-token selection")
     ax.legend(markerscale=4, loc="upper right")
     return fig
+
+
+def training_speed(metrics) -> dict:
+    """Optimizer steps per second of a run from its metrics table (`step`, `elapsed_s` of the
+    train rows): over the last uninterrupted stretch (a resumed run restarts its clock), from
+    its first logged step to its last. {steps, seconds, steps_per_s}; steps_per_s NaN if the
+    stretch has fewer than two rows."""
+    rows = metrics[metrics["kind"] == "train"] if "kind" in metrics else metrics
+    t = rows["elapsed_s"].to_numpy(dtype=float)
+    s = rows["step"].to_numpy(dtype=float)
+    restarts = [i for i in range(1, len(t)) if t[i] < t[i - 1]]
+    start = restarts[-1] if restarts else 0
+    if len(t) - start < 2 or t[-1] <= t[start]:
+        return {"steps": 0, "seconds": 0.0, "steps_per_s": float("nan")}
+    steps, seconds = s[-1] - s[start], t[-1] - t[start]
+    return {"steps": int(steps), "seconds": float(seconds), "steps_per_s": steps / seconds}
+
+
+def training_speed_line(metrics, name: str) -> str:
+    """One line for a chapter: a run's training speed (`training_speed`)."""
+    sp = training_speed(metrics)
+    return (f"{name}: {sp['steps']:,} steps in {sp['seconds']:.0f} s, {sp['steps_per_s']:.2f} steps/s on this host "
+            "(the README's speed index: chapter times scale with it)")

@@ -18,6 +18,7 @@ from nblib.budgets import LLAMA_VARIANTS, PAPER_N, SCALES, get_budget, swiglu_wi
 from nblib.lccp import grid
 from nblib.lccp.diagnostics import COPY_THRESHOLD
 from nblib.models import build_model
+from nblib.probes import grid_ladder as GL
 
 
 def lr_batch_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -602,3 +603,64 @@ def grid_ladder_findings(ladder: pd.DataFrame, targets: dict = GRID_TARGETS) -> 
             if all(not np.isnan(r[k]) and _meets(r[k], t) for k, t in targets.items())]
     lines.append("- Every target at once: " + (", ".join(both) if both else "no design so far") + ".")
     return "\n".join(lines)
+
+
+def book_grid_findings(ladder: pd.DataFrame, before: str = "F", now: str | None = None) -> str:
+    """Why the book's grid is `now` (`grid_ladder.BOOK_GRID_DESIGN`) and not `before` (appendix A):
+    for each, its latest fresh row of the ladder (`book_grid_rows`): S5's Constant trajectory
+    (§4.2: Spearman rho of Last4 LongPPL against Dl, and its LongPPL along the trajectory),
+    chapter 3's held-out R² (Fig. 3) and Part 1's wall time, then which meets the trajectory
+    target of `TRAJECTORY_TARGETS`."""
+    now = now or GL.BOOK_GRID_DESIGN
+    rho_t = TRAJECTORY_TARGETS[GL.S5_RHO]
+    lines, meets = [], {}
+    for design in (before, now):
+        rows = GL.book_grid_rows(ladder, design)
+        if rows.empty:
+            continue
+        r = rows.iloc[-1]
+        num = {c: pd.to_numeric(r.get(c), errors="coerce") for c in (GL.S5_RHO, *GL.S5_AT.values(), *GL.R2.values(),
+                                                                      GL.PART1_MIN)}
+        path = " -> ".join(f"{num[c]:.2f} at {dl}" for dl, c in GL.S5_AT.items() if pd.notna(num[c]))
+        meets[design] = pd.notna(num[GL.S5_RHO]) and _meets(num[GL.S5_RHO], rho_t)
+        lines.append(f"- **{design}** (row {r['design']}): S5's Last4 LongPPL {path or 'not measured'} "
+                     f"(rho {num[GL.S5_RHO]:+.2f}); chapter 3's held-out R² {num[GL.R2['S1-S3 → S4']]:.3f} / "
+                     f"{num[GL.R2['S1-S4 → S5']]:.3f}; Part 1 "
+                     + (f"{num[GL.PART1_MIN]:.1f} min" if pd.notna(num[GL.PART1_MIN]) else "not timed") + ".")
+    if len(meets) == 2:
+        lines.append(f"- S5 keeps improving (rho {_target_words(rho_t)}): {before} "
+                     f"{'yes' if meets[before] else 'no'}, {now} {'yes' if meets[now] else 'no'}.")
+    return "\n".join(lines)
+
+
+def departures_markdown(b, paper=None) -> str:
+    """Chapter 2's list of where budget `b` departs from the paper's setup (§3.1, App. A.3),
+    every number read from the budgets: the shapes (`shape_words`) and the span of N against
+    the paper's, the KV heads, the token unit, the grid's multiples, the LCCP batch and LR, the
+    RoPE bases and S5's trajectory. Appendix A holds the measurement behind each."""
+    paper = paper or get_budget("full")
+    n = [b.n_params(s) for s in SCALES]
+    kv = {b.scale(s).model["n_kv_heads"] == b.scale(s).model["n_heads"] for s in SCALES}
+    spec, p_spec = b.scale("S1"), paper.scale("S1")
+    bases, abf, ext = _bases(b)
+    p_bases, p_abf, _ = _bases(paper)
+    smeared = all(b.scale(s).model.get("smear_keys") for s in SCALES)
+    lines = [
+        f"**Shapes:** {shape_words(b)}. N spans {n[-1] / n[0]:.1f}x ({n[0]:,} .. {n[-1]:,} non-embedding), "
+        f"the paper's {PAPER_N['S5'] / PAPER_N['S1']:.0f}x.",
+        ("**Smeared keys** at every scale (the section below): the one change to the paper's architecture."
+         if smeared else "The paper's Llama at every scale."),
+        ("**A KV head per query head** at every scale (the paper's models share KV heads): with one shared KV "
+         "head a long constant-LR LCCP lost the toy's long-range copying." if kv == {True} else
+         "KV heads shared by the query heads, as in the paper."),
+        f"**Token unit:** {_unit_words(b)}, where the paper counts each scale's own N.",
+        f"**Grid:** Ds {', '.join(f'{x:g}' for x in b.ds_multiples)} {b.unit}, Dl "
+        f"{', '.join(f'{x:g}' for x in b.dl_multiples)} {b.unit} (the paper: Ds "
+        f"{_multiples(paper.ds_multiples)}, Dl {_multiples(paper.dl_multiples)}); S5's trajectory to "
+        f"{b.s5_trajectory:g} {b.unit} (the paper: {paper.s5_trajectory:g}N).",
+        f"**LCCP:** {spec.batch_long} x {b.long_seq_len:,} tokens a step against the short stage's "
+        f"{spec.batch_short} x {b.short_seq_len} (the paper: GBS / {p_spec.batch_short // p_spec.batch_long}), at "
+        f"{b.lccp_lr_frac:g} of the short stage's LR (the paper: {paper.lccp_lr_frac:g}).",
+        f"**RoPE bases** {bases} (ABF {abf} at LCCP; the paper's {p_bases}, {p_abf}).",
+    ]
+    return "\n".join(f"- {x}" for x in lines)

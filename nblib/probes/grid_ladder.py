@@ -43,21 +43,23 @@ CCC = "CCC Last4 vs LD (S4 LongPPL)"
 LAST4_LE_RAW = "Last4 <= Raw (% of S1-S4 points)"
 GAP = "Last4 - LD (S4 mean LongPPL)"
 S5_RHO = "S5 Last4 rho(Dl, LongPPL)"
-S5_AT = {30: "S5 Last4 LongPPL at 30", 120: "S5 Last4 LongPPL at 120"}
+S5_AT = {30: "S5 Last4 LongPPL at 30", 120: "S5 Last4 LongPPL at 120", 150: "S5 Last4 LongPPL at 150"}
 CL4_R2 = {"held-out S4 R²": "CL4 law S4 R²", "S5 trajectory R²": "CL4 law S5 R²"}
 PART1_MIN = "Part 1 min"
 # the digits the hand-measured rows carry
 DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2, S5_RHO: 3,
           **{c: 2 for c in S5_AT.values()}, **{c: 3 for c in CL4_R2.values()}, PART1_MIN: 1}
-# rows of the book's own toy grid: F, and F2, F3, ... for the same grid re-run fresh on other hosts
-BOOK_GRID = re.compile(r"F\d*")
+# The book's own toy grid in the ladder: its rows are the design's letter, and the letter with 2, 3,
+# ... for the same grid re-run fresh on other hosts. F was the book's grid until design V.
+BOOK_GRID_DESIGN = "V"
 _LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
 
 
-def book_grid_rows(ladder: pd.DataFrame) -> pd.DataFrame:
-    """The ladder's rows of the book's own toy grid (`BOOK_GRID`): one fresh run of the same grid
-    and seed per host, so their spread is the host spread of each measure."""
-    return ladder[ladder["design"].astype(str).str.fullmatch(BOOK_GRID)]
+def book_grid_rows(ladder: pd.DataFrame, design: str = BOOK_GRID_DESIGN) -> pd.DataFrame:
+    """The ladder's rows of one grid, by default the book's own (`BOOK_GRID_DESIGN`): `design`
+    and its fresh re-runs (`design` + a number), one per host at the same seed, so their spread
+    is the host spread of each measure."""
+    return ladder[ladder["design"].astype(str).str.fullmatch(re.escape(design) + r"\d*")]
 
 
 def last4_le_raw_in(text: str) -> float | None:
