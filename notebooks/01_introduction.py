@@ -60,6 +60,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nblib.book import toy_design
 from nblib.book.chapter import Chapter
 from nblib.book.paper_map import paper_map
 from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
@@ -94,13 +95,15 @@ for name in BUDGETS:
 budgets_table = pd.DataFrame(rows).set_index("budget")
 budgets_table
 
-# %% [markdown]
-# The toy grid uses a tenth of the paper's $D_s/N$ and $D_l/N$ multiples, so that the 100+
-# runs of [Chapter 3](03_scaling_law.ipynb) train on two CPU cores in minutes. The paper's model sizes are listed below next to ours; our full-budget
-# shapes are our own (the paper gives only $N$) and land within 1% of it.
-
 # %%
 b = ch.budget
+ch.markdown(toy_design.grid_size_words(b, get_budget("full")))
+
+# %% [markdown]
+# The paper's model sizes are listed below next to ours; our full-budget shapes are our own
+# (the paper gives only $N$) and land within 1% of it.
+
+# %%
 pd.DataFrame({
     "paper N": [f"{PAPER_N[s] / 1e6:.2f}M" for s in SCALES],
     "full N (ours)": [f"{get_budget('full').n_params(s) / 1e6:.2f}M" for s in SCALES],

@@ -43,16 +43,13 @@ import json
 import subprocess
 import sys
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import findings
+from nblib.book import findings, law_figures
 from nblib.book.chapter import Chapter
-from nblib.book.figures import parity
 from nblib.book.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
-from nblib.budgets import SCALES
 from nblib.lccp import diagnostics, experiments, scaling
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
@@ -101,22 +98,7 @@ copy_targets.round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-copy-gain
-fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-d_short, d_long = b.short_seq_len // 4, 2 * b.short_seq_len
-for scale, g in copy_grid.groupby("scale"):
-    c = plt.cm.viridis(SCALES.index(scale) / (len(SCALES) - 0.5))
-    s = g[(g.stage == "short") & (g.distance == d_short)].sort_values("Ds")
-    axes[0].plot(s.Ds / 1e6, s.gain, "o-", color=c, label=scale)
-    lc = g[(g.stage == "LCCP") & (g.distance == d_long)]
-    lc = lc[lc.Ds == lc.Ds.max()].sort_values("Dl")
-    axes[1].plot(lc.Dl / 1e6, lc.gain, "o-", color=c, label=f"{scale} (Ds = {lc.Ds.max() / 1e6:.1f}M)")
-for ax in axes:
-    ax.axhline(diagnostics.COPY_THRESHOLD, ls="--", c="k", lw=0.8)
-    ax.legend(fontsize=7)
-axes[0].set(xlabel="$D_s$ (M tokens)", ylabel="copy gain (nats/token)",
-            title=f"(a) short-stage endpoints, {d_short} tokens back")
-axes[1].set(xlabel="$D_l$ (M tokens)", title=f"(b) Linear-Decay LCCP endpoints, {d_long} tokens back")
-fig.suptitle("Copy gain of the grid's endpoints")
+fig = law_figures.copy_gain_figure(copy_grid, b.short_seq_len, diagnostics.COPY_THRESHOLD)
 ch.save_figure(fig, "fig_copy_gain", runs=runs)
 
 # %% [markdown]
@@ -167,18 +149,7 @@ mono[mono["change (nats)"] > 0].round(4)
 
 # %% tags=["remove-output"]
 #| label: cell-trends
-fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-colors = dict(zip(SCALES, plt.cm.viridis(np.linspace(0, 0.9, len(SCALES)))))
-for scale, g in table.groupby("scale"):
-    if scale == "S5":
-        continue
-    for ax, vary, fixed in ((axes[0], "Ds", "dl_mult"), (axes[1], "Dl", "ds_mult")):
-        sel = g[g[fixed] == g[fixed].max()].sort_values(vary)
-        ax.plot(sel[vary], sel["y"], "o-", color=colors[scale], label=f"{scale} (N={sel.N.iloc[0]:,})")
-axes[0].set(xscale="log", xlabel="$D_s$ (tokens), $D_l$ at its largest", ylabel="log(LongPPL)")
-axes[1].set(xscale="log", xlabel="$D_l$ (tokens), $D_s$ at its largest")
-axes[0].legend(fontsize=8)
-fig.suptitle("Fig. 2: log(LongPPL) against the short-context and LCCP budgets")
+fig = law_figures.trends_figure(table)
 ch.save_figure(fig, "fig02_trends", runs=runs)
 
 # %% [markdown]
@@ -212,17 +183,11 @@ splits = {"S1-S3 → S4": (["S1", "S2", "S3"], ["S4"]), "S1-S4 → S5": (["S1", 
 holdout = scaling.holdout_evals(table, splits)
 for name, res in holdout.items():  # an optimum on a bound, or with no interior optimum, is said here
     print(res.fit.report(f"{name}: ") or f"{name}: every parameter inside its bounds")
+ch.markdown(findings.degenerate_fit_findings(holdout))
 
 # %% tags=["remove-output"]
 #| label: cell-parity
-fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-for ax, (name, res) in zip(axes, holdout.items()):
-    train_rows = table[table.scale.isin(splits[name][0])]
-    p = res.predictions
-    parity(ax, p["log_longppl"], p["pred_log_longppl"], title=f"{name}: R²={res.r2:.3f}, MAPE={res.mape:.2f}%",
-           label=f"held out {splits[name][1][0]}", background=(train_rows["y"], res.fit.predict_table(train_rows)),
-           diagonal=(table["y"].min(), table["y"].max()))
-fig.suptitle("Fig. 3: scale-extrapolation parity plots (Eq. 1, Linear-Decay)")
+fig = law_figures.parity_figure(table, holdout, splits)
 ch.save_figure(fig, "fig03_parity", runs=runs)
 
 # %% [markdown]
@@ -251,7 +216,7 @@ pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
 # These are one seed on one host. A CPU's matmul kernels pick their blocking and instruction
 # set per CPU. So the order of a float sum can differ between hosts even at one thread, and
 # with it the last bits of the weights. Training amplifies those bits into a slightly
-# different fit. The same grid on the hosts it has run on, from chapter 2's ladder:
+# different fit. The same grid on the hosts it has run on, from the design ladder (appendix A):
 
 # %%
 ch.markdown(findings.host_spread_findings(records("toy_grid_ladder")))
@@ -295,7 +260,8 @@ else:
 # %%
 table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD)
 ch.save_table(table3, "table03_variant_ablation", runs=runs)
-table3.round(4)
+display(table3.round(4))
+ch.markdown(findings.table3_verdict(table3))
 
 # %% [markdown]
 # ## Fig. 9: where the fitted law stops making sense
@@ -314,25 +280,16 @@ n5 = b.n_params("S5")
 
 # %% tags=["remove-output"]
 #| label: cell-zero-contours
-fig, ax = plt.subplots(figsize=(6, 4.5))
-for mult in (12.2, 100, 1000):
-    cont = scaling.zero_contour_ds_dl(fit14, mult * n5)
-    ok = np.isfinite(cont["Dl"])
-    if ok.any():
-        ax.plot(cont["Ds"][ok], cont["Dl"][ok], label=f"N = {mult:g} x S5 = {mult * n5:.3g}")
-ax.set(xscale="log", yscale="log", xlabel="$D_s$ (tokens)", ylabel="$D_l$ (tokens)",
-       title="Fig. 9: zero contours of the S1-S4 fit")
-if ax.lines:
-    ax.legend(fontsize=8)
-else:
-    ax.text(0.5, 0.5, "no finite zero crossing\n(the prediction stays > 0)", ha="center", transform=ax.transAxes)
+fig = law_figures.zero_contour_figure(fit14, n5, data=table[table.scale != "S5"])
 ch.save_figure(fig, "fig09_zero_contours", runs=runs)
 
 # %% [markdown]
 # :::{figure} #cell-zero-contours
 # :label: fig-zero-contours
 # The paper's Fig. 9 at budget {{ budget }}: the $(D_s, D_l)$ curves where the S1-S4 fit of
-# {eq}`eq-law` predicts log(LongPPL) = 0, for three model sizes (multiples of our S5).
+# {eq}`eq-law` predicts log(LongPPL) = 0, for three model sizes (multiples of our S5); grey:
+# the budgets the fitted runs cover. A fit with an exponent at its floor (above) is log-linear on
+# that axis, and the title says its contours are that fit's extrapolation.
 # :::
 
 # %%
@@ -380,12 +337,7 @@ pos.round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-position-loss
-fig, ax = plt.subplots(figsize=(6, 4))
-for name, r in pos.iterrows():
-    ax.plot(range(len(r)), r.values, "o-", label=name)
-ax.set(xticks=range(pos.shape[1]), xticklabels=pos.columns, xlabel="token position", ylabel="mean NLL (nats)",
-       title=f"Loss by position (local chunk = {t} tokens)")
-ax.legend(fontsize=7)
+fig = law_figures.position_loss_figure(pos, t)
 ch.save_figure(fig, "figA_position_loss", runs=runs)
 
 # %% [markdown]
@@ -428,18 +380,8 @@ copy.round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-copy-probe
-fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-for name, r in copy.iterrows():
-    axes[0].plot(seg_lens, r.values, "o-", label=name)
-axes[0].axhline(1.0, ls="--", c="k", lw=0.8)
-axes[0].set(xscale="log", xlabel="distance between copies (tokens)", ylabel="copy gain (nats/token)",
-            title="Random-segment copy gain")
 d = min(64, L // 2)
-for name, curve in copy_loss_curves(models, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, d).items():
-    axes[1].plot(curve, lw=0.8, label=name)
-axes[1].axvline(d - 1, ls=":", c="k", lw=0.8)
-axes[1].set(xlabel="position", ylabel="mean NLL (nats)", title=f"Loss along a {d}-token segment, repeated")
-axes[0].legend(fontsize=7)
+fig = law_figures.copy_probe_figure(copy, copy_loss_curves(models, ev.tokenizer.vocab_size, ev.tokenizer.eos_id, d), d)
 ch.save_figure(fig, "figA_copy_probe", runs=runs)
 
 # %% [markdown]
@@ -455,9 +397,9 @@ ch.save_figure(fig, "figA_copy_probe", runs=runs)
 # ## What we see
 #
 # The numbers above are this budget's; the paper's are printed next to them. At `toy` the
-# models have 24K-341K non-embedding parameters and train for minutes on two CPU cores
-# ([chapter 2](02_setup.ipynb) shows how that budget was chosen), so read the comparison for its shape, not
-# its digits: whether the models use context past the local chunk at all, whether
+# models are small and train on two CPU cores ([chapter 2](02_setup.ipynb) lists the toy's
+# departures, [appendix A](11_toy_design.ipynb) how they were chosen), so read the comparison
+# for its shape, not its digits: whether the models use context past the local chunk at all, whether
 # log(LongPPL) falls with $N$, $D_s$ and $D_l$, whether {eq}`eq-law` fitted on smaller scales
 # predicts the larger ones, and whether the alternatives extrapolate worse. The cell below
 # states, from the numbers computed in this run, which of these hold here.

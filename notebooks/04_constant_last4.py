@@ -60,9 +60,8 @@ import numpy as np
 import seaborn as sns
 from IPython.display import Image, display
 
-from nblib.book import findings
+from nblib.book import findings, protocol_figures
 from nblib.book.chapter import Chapter
-from nblib.book.figures import parity
 from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
 from nblib.budgets import SCALES, get_budget, trajectory_compute
 from nblib.lccp import experiments, grid, merge, scaling
@@ -81,7 +80,8 @@ print(f"trajectory at {scale}; joint fits on {fit_scales}")
 # Linear-Decay runs of [Chapter 3](03_scaling_law.ipynb) and save a raw checkpoint every $1N$ of LCCP tokens (scaled
 # like every other multiple at this budget). At S1-S4 every $D_s$ gets
 # `n_constant_seeds` independent trajectories (different data order) to the largest $D_l$;
-# the long trajectory at the chosen scale starts from the largest $D_s$ and runs to 120N.
+# the long trajectory at the chosen scale starts from the largest $D_s$ and runs to the
+# budget's `s5_trajectory` (the paper: 120N; printed below).
 # Extending any trajectory later resumes from its last raw checkpoint.
 
 # %%
@@ -165,36 +165,27 @@ ch.markdown(findings.observation_gap_markdown(rules, ld_ref.longppl))
 # %% [markdown]
 # ## Fig. 4b: Constant-Raw and Constant-Last4 against Linear-Decay across S4
 #
-# One point per S4 configuration (5 $D_s$ x 5 $D_l$), each Constant value averaged over the
-# independent trajectories. Lin's concordance correlation coefficient (App. B, with
+# One point per S4 configuration (the paper: 5 $D_s$ x 5 $D_l$; this budget's grid is printed
+# below), each Constant value averaged over the independent trajectories. Lin's concordance correlation coefficient (App. B, with
 # denominators $n$) measures agreement with Linear-Decay: 1 means identical.
 
 # %%
 s4 = experiments.protocols_at_scale(const, ld, "S4")
 ccc = experiments.protocol_agreement(s4)
-print(f"Last4 averages four checkpoints {b.last4_gap(b.constant_ckpt_every):g} N apart "
+print(f"{len(b.ds_multiples)} x {len(b.dl_multiples)} = {len(b.ds_multiples) * len(b.dl_multiples)} S4 "
+      f"configurations; Last4 averages four checkpoints {b.last4_gap(b.constant_ckpt_every):g} N apart "
       f"(the budget's last4_spacing; the paper's 1N, App. B.1)")
 
 # %% tags=["remove-output"]
 #| label: cell-protocols-s4
-fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-for ax, metric in zip(axes, ("shortppl", "longppl")):
-    for rule, color in (("raw", "tab:orange"), ("last4", "tab:blue")):
-        g = s4[s4.rule == rule]
-        c = ccc[(ccc.metric == metric) & (ccc.rule == rule)].CCC.iloc[0]
-        ax.scatter(g[f"{metric}_ld"], g[metric], s=18, c=color, label=f"Constant-{rule.title()} (CCC {c:.3f})")
-    lo, hi = s4[[metric, f"{metric}_ld"]].min().min(), s4[[metric, f"{metric}_ld"]].max().max()
-    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-    ax.set(xlabel=f"Linear-Decay {metric}", ylabel=f"Constant {metric}", title=metric)
-    ax.legend(fontsize=8)
-fig.suptitle("Fig. 4b: protocols across the 25 S4 configurations")
+fig = protocol_figures.protocols_figure(s4, ccc)
 ch.save_figure(fig, "fig04b_protocols_s4", runs=all_runs)
 
 # %% [markdown]
 # :::{figure} #cell-protocols-s4
 # :label: fig-protocols-s4
 # The paper's Fig. 4b at budget {{ budget }}: Constant-Raw and Constant-Last4 against
-# Linear-Decay at each of the 25 S4 configurations, ShortPPL (left) and LongPPL (right), with
+# Linear-Decay at each S4 configuration of the grid, ShortPPL (left) and LongPPL (right), with
 # Lin's CCC in the legend; dashed: $y = x$.
 # :::
 
@@ -207,7 +198,7 @@ ccc.round(4)
 # %% [markdown]
 # ## Fig. 5 and Table 4: Eq. 1 on Constant-Last4 data
 #
-# The fit data: S1-S4 Constant-Last4 (seed means) at the 5x5 grid. The held-out targets:
+# The fit data: S1-S4 Constant-Last4 (seed means) on the grid. The held-out targets:
 # S4 from S1-S3, and every Last4 evaluation point of the long trajectory (every 5N, Last4 of
 # checkpoints 1N apart unless the budget's `last4_spacing` says otherwise) from S1-S4. The trajectory reaches far beyond the largest $D_l$ of
 # the fit.
@@ -228,22 +219,8 @@ for (tr, te), res in ((split_a, res_a), (split_b, res_b)):  # optima on a bound,
 
 # %% tags=["remove-output"]
 #| label: cell-cl4-fit
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-p = res_a.predictions
-parity(axes[0], p.log_longppl, p.pred_log_longppl, size=20,
-       title=f"{'-'.join(split_a[0][::len(split_a[0]) - 1])} → {split_a[1][0]}: R²={res_a.r2:.3f}, MAPE={res_a.mape:.2f}%")
-ape = scaling.ape_log(p.log_longppl, p.pred_log_longppl)
-sc = axes[1].scatter(p.Ds, p.Dl, c=ape, cmap="magma_r", s=60)
-plt.colorbar(sc, ax=axes[1], label="APE (%)")
-axes[1].set(xscale="log", yscale="log", xlabel="$D_s$", ylabel="$D_l$", title=f"{split_a[1][0]}: error by budget")
-q = res_b.predictions.sort_values("Dl")
-axes[2].plot(q.Dl, q.log_longppl, "o", ms=4, label="measured (Last4)")
-axes[2].plot(q.Dl, q.pred_log_longppl, "-", label="Eq. 1 fitted on " + ", ".join(fit_scales))
-axes[2].axvline(table_cl4[table_cl4.scale.isin(fit_scales)].Dl.max(), ls=":", c="0.5", label="largest fitted $D_l$")
-axes[2].set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)",
-            title=f"{scale} trajectory: R²={res_b.r2:.3f}, MAPE={res_b.mape:.2f}%")
-axes[2].legend(fontsize=8)
-fig.suptitle("Fig. 5: Eq. 1 under Constant-Last4")
+fig = protocol_figures.cl4_fit_figure(res_a, res_b, split_a, fit_scales, scale,
+                                      table_cl4[table_cl4.scale.isin(fit_scales)].Dl.max())
 ch.save_figure(fig, "fig05_cl4_fit", runs=all_runs)
 
 # %% [markdown]

@@ -45,6 +45,26 @@ def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: di
     atomic_write_json(mpath, manifest)
 
 
+def token_ticks(ax, axis: str, values) -> None:
+    """Label a log axis of token counts at `values` (e.g. the grid's Ds or Dl, in tokens), as
+    6.4M or 240K: a log axis spanning less than a decade has no major tick, so matplotlib would
+    leave it without a single number."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    vals = sorted({float(v) for v in values if np.isfinite(v) and v > 0})
+    if not vals:
+        return
+
+    def words(x, _pos=None):
+        return f"{x / 1e9:.3g}B" if x >= 1e9 else f"{x / 1e6:.3g}M" if x >= 1e6 else f"{x / 1e3:.3g}K" if x >= 1e3 \
+            else f"{x:.3g}"
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    a.set_major_locator(FixedLocator(vals))
+    a.set_major_formatter(FuncFormatter(words))
+    a.set_minor_formatter(NullFormatter())
+
+
 def tidy(fig) -> None:
     """House style before saving: no labels on minor log ticks (they collide), tight layout."""
     for ax in fig.axes:

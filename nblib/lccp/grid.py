@@ -289,3 +289,14 @@ def nominal_short_stage_tokens(ds_tokens) -> float:
     largest Ds (App. A.3's 8:1 split) plus a decay of Ds/9 for every Ds. For pricing a grid
     design that has no budget yet (chapter 2's copying designs)."""
     return max(ds_tokens) * 8 / 9 + sum(ds_tokens) / 9
+
+
+def run_counts(budget: Budget) -> dict:
+    """{stage: number of run configs} over `grid_runs` (reference, short, linear-decay,
+    constant, trajectory): the counts the chapters' prose names, read from the grid itself."""
+    with placeholder_corpus():  # counts do not depend on the corpus
+        stages = grid_runs(budget)
+    out: dict = {}
+    for st in stages:
+        out[st.stage] = out.get(st.stage, 0) + len(st.configs)
+    return out

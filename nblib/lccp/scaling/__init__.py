@@ -14,7 +14,7 @@ prefix studies the chapters report).
 from nblib.stats import lins_ccc
 from .analysis import elasticity, elasticity_ratio, zero_contour_ds_dl, zero_crossing_equal_budget
 from .bootstrap import BootstrapResult, bootstrap
-from .fit import (F_SCALE, LAM, METHODS, N_STARTS, FitResult, at_bound, params_at_bound, HoldoutResult, Objective, fit_additive_law,
+from .fit import (F_SCALE, LAM, METHODS, N_STARTS, FitResult, at_bound, floor_exponents, params_at_bound, HoldoutResult, Objective, fit_additive_law,
                   fit_fixed_model_law, fit_law, holdout_eval, huber, split_scales)
 from .laws import D_UNIT, FIXED_MODEL, N_UNIT, VARIANTS, Law, Param, get_law
 from .metrics import ape_log, mape_log, r2_log
@@ -24,7 +24,7 @@ from .table import TableError, check_table
 from .varpro import fit_varpro
 
 __all__ = [
-    "BootstrapResult", "D_UNIT", "METHODS", "at_bound", "params_at_bound", "FIXED_MODEL", "F_SCALE", "FitResult", "HoldoutResult", "LAM", "Law",
+    "BootstrapResult", "D_UNIT", "METHODS", "at_bound", "floor_exponents", "params_at_bound", "FIXED_MODEL", "F_SCALE", "FitResult", "HoldoutResult", "LAM", "Law",
     "N_STARTS", "N_UNIT", "Objective", "Param", "TableError", "VARIANTS", "bootstrap", "check_table",
     "cluster_levels", "elasticity", "elasticity_ratio", "fit_additive_law", "fit_fixed_model_law",
     "fit_law", "fit_slice", "fit_varpro", "get_law", "holdout_eval", "huber", "lins_ccc", "mape_log",

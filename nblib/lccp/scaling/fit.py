@@ -299,6 +299,22 @@ def params_at_bound(law: Law, theta: np.ndarray, rtol: float = 1e-6) -> list[tup
     return out
 
 
+def floor_exponents(fit: "FitResult") -> list[str]:
+    """The exponents of a fit whose term is on and whose value sits at the search floor
+    (EXP_FLOOR): on those axes x^-e ~ 1 - e ln x, so the fitted law is log-linear there, not a
+    power law (App. A.5's form without an interior optimum)."""
+    hits = params_at_bound(fit.law, fit.theta)
+    off = {name for name, side, b in hits if side == "lower" and b == 0.0}
+    out = []
+    for name, side, b in hits:
+        j = fit.law.param_names.index(name)
+        amp = fit.law.param_names[j - 1] if j > 0 else None
+        if side == "lower" and b == EXP_FLOOR and amp is not None and amp not in off \
+                and fit.law.params[j - 1].log and fit.law.params[j - 1].grid is None:
+            out.append(name)
+    return out
+
+
 def at_bound(law: Law, theta: np.ndarray, n: int) -> tuple[str, ...]:
     """One line per parameter on a bound (params_at_bound). An exponent at the search floor
     whose term is on, with a free offset, is the runaway where the objective keeps falling as
