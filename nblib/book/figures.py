@@ -49,9 +49,9 @@ def token_ticks(ax, axis: str, values) -> None:
     """Label a log axis of token counts at `values` (e.g. the grid's Ds or Dl, in tokens), as
     6.4M or 240K: a log axis spanning less than a decade has no major tick, so matplotlib would
     leave it without a single number."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator
 
-    vals = sorted({float(v) for v in values if np.isfinite(v) and v > 0})
+    vals = sorted({float(f"{v:.3g}") for v in values if np.isfinite(v) and v > 0})  # one tick per budget
     if not vals:
         return
 
@@ -60,7 +60,8 @@ def token_ticks(ax, axis: str, values) -> None:
             else f"{x:.3g}"
 
     a = ax.xaxis if axis == "x" else ax.yaxis
-    a.set_major_locator(FixedLocator(vals))
+    # more budgets than fit side by side (each scale its own, at smoke): 1-2-5 ticks, labelled alike
+    a.set_major_locator(FixedLocator(vals) if len(vals) <= 6 else LogLocator(subs=(1.0, 2.0, 5.0)))
     a.set_major_formatter(FuncFormatter(words))
     a.set_minor_formatter(NullFormatter())
 

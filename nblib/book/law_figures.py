@@ -24,7 +24,7 @@ def trends_figure(table):
     axes[0].set(xscale="log", xlabel="$D_s$ (tokens), $D_l$ at its largest", ylabel="log(LongPPL)")
     axes[1].set(xscale="log", xlabel="$D_l$ (tokens), $D_s$ at its largest")
     for ax, col in ((axes[0], "Ds"), (axes[1], "Dl")):
-        token_ticks(ax, "x", fitted[col].round(-3).unique())
+        token_ticks(ax, "x", fitted[col].unique())
     axes[0].legend(fontsize=8)
     fig.suptitle("Fig. 2: log(LongPPL) against the short-context and LCCP budgets")
     return fig

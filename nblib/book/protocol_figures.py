@@ -41,8 +41,8 @@ def cl4_fit_figure(res_a, res_b, split_a, fit_scales, scale: str, fitted_dl_max:
     plt.colorbar(sc, ax=axes[1], label="APE (%)")
     axes[1].set(xscale="log", yscale="log", xlabel="$D_s$ (tokens)", ylabel="$D_l$ (tokens)",
                 title=f"{split_a[1][0]}: error by budget")
-    token_ticks(axes[1], "x", p.Ds.round(-3).unique())
-    token_ticks(axes[1], "y", p.Dl.round(-3).unique())
+    token_ticks(axes[1], "x", p.Ds.unique())
+    token_ticks(axes[1], "y", p.Dl.unique())
     q = res_b.predictions.sort_values("Dl")
     axes[2].plot(q.Dl, q.log_longppl, "o", ms=4, label="measured (Last4)")
     axes[2].plot(q.Dl, q.pred_log_longppl, "-", label="Eq. 1 fitted on " + ", ".join(fit_scales))
