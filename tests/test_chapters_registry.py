@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from nblib.book import build, plan
-from nblib.book.chapters import (CHAPTERS, PARTS, ChapterEntry, chapter_needs, check_registry, input_chapters,
+from nblib.book.chapters import (CHAPTERS, PARTS, SCORECARD_PAGE, ChapterEntry, chapter_needs, check_registry, input_chapters,
                                  sync_toc, toc_lines, with_toc)
 from nblib.budgets import get_budget
 from nblib.store.provenance import REPO_ROOT
@@ -47,13 +47,15 @@ def test_every_chapter_a_chapter_needs_comes_before_it():
 
 def test_myst_yml_toc_is_the_registry():
     """The toc Jupyter Book reads: the landing page, each part's title over its chapters in
-    registry order, the run report (`python -m nblib.book toc` writes it)."""
+    registry order with the scorecard right after the first, the run report (`python -m
+    nblib.book toc` writes it)."""
     text = (REPO_ROOT / "myst.yml").read_text()
     toc = yaml.safe_load(text)["project"]["toc"]
     assert toc[0] == {"file": "book/index.md"} and toc[-1] == {"file": "book/run_report.md"}
     parts = [(e["title"], [c["file"] for c in e["children"]]) for e in toc[1:-1]]
     expected = [(title, [f"notebooks/{c.name}.ipynb" for c in CHAPTERS if c.part == key])
                 for key, title in PARTS.items()]
+    expected[0][1].insert(1, SCORECARD_PAGE)
     assert parts == expected
     assert with_toc(text) == text and sync_toc(check=True) is False
 
@@ -76,11 +78,13 @@ def test_the_staged_book_gets_the_registry_toc(tmp_path, monkeypatch):
     """The book's build folder gets myst.yml with the toc of the registry in use, whatever the
     repository's myst.yml holds."""
     monkeypatch.setattr(build, "CHAPTERS", CHAPTERS[:2] + CHAPTERS[5:6])
-    build.stage_book(tmp_path, "# Run report\n")
+    build.stage_book(tmp_path, "# Run report\n", "# Scorecard\n")
     toc = yaml.safe_load((tmp_path / "myst.yml").read_text())["project"]["toc"]
     assert [[c["file"] for c in e["children"]] for e in toc[1:-1]] == [
-        ["notebooks/01_introduction.ipynb", "notebooks/02_setup.ipynb"], ["notebooks/06_models_ab.ipynb"]]
+        ["notebooks/01_introduction.ipynb", SCORECARD_PAGE, "notebooks/02_setup.ipynb"],
+        ["notebooks/06_models_ab.ipynb"]]
     assert (tmp_path / "book" / "run_report.md").read_text() == "# Run report\n"
+    assert (tmp_path / "book" / "scorecard.md").read_text() == "# Scorecard\n"
 
 
 def test_toc_writer_replaces_only_the_toc(tmp_path):
@@ -93,12 +97,13 @@ def test_toc_writer_replaces_only_the_toc(tmp_path):
     after = yaml.safe_load(myst.read_text())
     assert after["project"]["toc"] == [
         {"file": "book/index.md"},
-        {"title": PARTS["lccp"], "children": [{"file": "notebooks/01_a.ipynb"}, {"file": "notebooks/02_b.ipynb"}]},
+        {"title": PARTS["lccp"], "children": [{"file": "notebooks/01_a.ipynb"}, {"file": SCORECARD_PAGE},
+                                              {"file": "notebooks/02_b.ipynb"}]},
         {"title": PARTS["gemma"], "children": [{"file": "notebooks/03_c.ipynb"}]},
         {"file": "book/run_report.md"}]
     del after["project"]["toc"], before["project"]["toc"]
     assert after == before
-    assert len(toc_lines(SMALL)) == 9
+    assert len(toc_lines(SMALL)) == 10
     with pytest.raises(ValueError, match="no `  toc:` line"):
         with_toc("version: 1\nproject:\n  title: t\n")
 

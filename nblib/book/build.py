@@ -40,6 +40,7 @@ import nbformat
 import pandas as pd
 import papermill as pm
 
+from nblib.book import scorecard
 from nblib.book.budget_file import BudgetFile
 from nblib.book.chapters import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.book.figures import figure_problems, figures_root, table_problems
@@ -214,7 +215,7 @@ def benchmark_summary() -> list[str]:
     if probe.exists():
         n = sum(1 for line in probe.read_text().splitlines() if line.strip())
         lines.append(f"- `data/probes/toy_design_probe.jsonl`: {n} probes behind the toy budget "
-                     f"(chapter 2, \"The toy budget: how it was chosen\").")
+                     f"(appendix A, \"The toy budget: how it was chosen\").")
     return lines
 
 
@@ -246,15 +247,18 @@ def run_report(times: list[dict], budget: str, elapsed: float | None = None, job
     return "\n".join(lines)
 
 
-def stage_book(out_dir: Path, report_md: str) -> None:
+def stage_book(out_dir: Path, report_md: str, scorecard_md: str | None = None) -> None:
     """Assemble the buildable book in out_dir: myst.yml (its table of contents written from the
-    chapter registry), book/ pages, template, executed notebooks."""
+    chapter registry), book/ pages (the run report, and the scorecard read from the build's
+    figures), template, executed notebooks."""
     atomic_write_text(out_dir / "myst.yml", with_toc((REPO_ROOT / "myst.yml").read_text(), CHAPTERS))
     dst = out_dir / "book"
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(BOOK, dst, ignore=shutil.ignore_patterns("sample", "__pycache__", "_build"))
     atomic_write_text(dst / "run_report.md", report_md)
+    if scorecard_md is not None:
+        atomic_write_text(dst / "scorecard.md", scorecard_md)
 
 
 def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
@@ -485,7 +489,8 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
     for t in failed:
         print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
     if build:
-        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file))
+        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file),
+                   scorecard.scorecard_markdown(scorecard.Figures(figures_root(budget), budget)))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
         problems += browser_check(html, out_dir / "screenshots")

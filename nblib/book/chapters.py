@@ -32,6 +32,9 @@ PARTS = {"lccp": "Part 1: Long-context continual pre-training",
 # report that `python -m nblib.book run` writes.
 FRONT_PAGE = "book/index.md"
 BACK_PAGE = "book/run_report.md"
+# The scorecard of every claim (nblib.book.scorecard), written by the runner from the build's
+# figures and placed right after the first chapter.
+SCORECARD_PAGE = "book/scorecard.md"
 
 NAME = re.compile(r"\d\d_[a-z0-9_]+")
 
@@ -100,14 +103,17 @@ def input_chapters(part: str, registry=CHAPTERS) -> tuple[str, ...]:
 
 
 def toc_lines(registry=CHAPTERS) -> list[str]:
-    """The `toc:` entries of myst.yml: the landing page, each part with its chapters, the run report."""
+    """The `toc:` entries of myst.yml: the landing page, each part with its chapters (the
+    scorecard right after the first chapter), the run report."""
     lines = [f"    - file: {FRONT_PAGE}"]
     part = None
-    for c in registry:
+    for i, c in enumerate(registry):
         if c.part != part:
             part = c.part
             lines += [f"    - title: {json.dumps(PARTS[part], ensure_ascii=False)}", "      children:"]
         lines.append(f"        - file: notebooks/{c.name}.ipynb")
+        if i == 0:
+            lines.append(f"        - file: {SCORECARD_PAGE}")
     return lines + [f"    - file: {BACK_PAGE}"]
 
 
