@@ -25,7 +25,7 @@ def bullets(lines) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Chapter 2: how the toy budget was chosen
+# Appendix A (chapter 11): how the toy budget was chosen
 # ---------------------------------------------------------------------------------------
 def toy_probe_table(records: pd.DataFrame) -> pd.DataFrame:
     """One row per toy-design probe (`nblib.probes.design`'s records, data/probes/toy_design_probe.jsonl):
@@ -45,8 +45,9 @@ def toy_probe_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def toy_levers_markdown(probes: pd.DataFrame) -> str:
-    """The lever table of chapter 2: each design choice, the probe numbers behind it (read
-    from `toy_probe_table`), and the decision."""
+    """The first toy budget's lever table (appendix A): each design choice, the probe numbers
+    behind it (read from `toy_probe_table`), and what that budget decided, with where a later
+    grid superseded it."""
     def p(name, col):
         row = probes[probes.probe == name]
         return float(row[col].iloc[0]) if len(row) else float("nan")
@@ -85,18 +86,22 @@ def toy_levers_markdown(probes: pd.DataFrame) -> str:
          "rejected (the data stay natural; `CopyMixStream` remains available)"),
         ("Scale range compressed from 26x to about 7x, two layers everywhere",
          "S1 of the old budget had 6.7K parameters and one head; the probes above learn to use context "
-         "at 50-90K parameters", "adopted by the first toy grid; today's spans 14x with heads of 32 (design table below)"),
+         "at 50-90K parameters", "adopted by the first toy grid; superseded: the book's grid spans about 4x from d64, heads of 32 "
+         "with a KV head each (design table below)"),
         ("Learning rate (measured after the book's grid was run: the next lever)",
          f"2,000 short + 400 LCCP steps, last-half loss after LCCP at LR 1e-2 / 2e-2 / 4e-2: S1 shape "
          f"{p('lr_S1shape_1e-2', last):.2f} / {p('lr_S1shape_2e-2', last):.2f} / {p('lr_S1shape_4e-2', last):.2f}, "
          f"S4 shape {p('lr_S4shape_1e-2', last):.2f} / {p('lr_S4shape_2e-2', last):.2f} / "
          f"{p('lr_S4shape_4e-2', last):.2f}: 2e-2 is above the optimum of both, by more at the larger width",
-         "kept at 2e-2 by the first toy grid; today's trains at 1e-2 with 16x the tokens a step (design table below)"),
+         "kept at 2e-2 by the first toy grid; superseded: the book's grid trains at 1e-2 with 16x the tokens a "
+         "step (design table below)"),
         ("Token multiples at a tenth of the paper's (Ds 9N-45N, Dl 1N-5N)",
          "the grid then trains about 48M tokens, which fits the 40-minute budget of chapters 1-4",
-         "adopted; one LCCP sequence per step (two at S5) keeps the step count up"),
+         "adopted by the first toy grid; superseded: the book's grid takes the paper's multiples in a fixed "
+         "token unit (design table below)"),
     ]
-    return pd.DataFrame(levers, columns=["lever", "what was measured", "decision"]).to_markdown(index=False)
+    return pd.DataFrame(levers, columns=["lever", "what was measured", "decision (first toy budget)"]).to_markdown(
+        index=False)
 
 
 # ---------------------------------------------------------------------------------------
