@@ -46,7 +46,11 @@
 # attend to, and switches the induction heads off.
 #
 # The notebooks orchestrate and plot; the library `nblib` does the work. Every number and
-# figure below comes from runs this book can redo, at one of three budgets.
+# figure below comes from runs this book can redo, at one of three budgets. Which claims the
+# toy reproduces, each with the source's number beside the toy's and a verdict by a stated
+# rule: the [scorecard](../book/scorecard.md), the next page. How the toy was designed, and
+# the grids tried before it: the appendix, [chapters 11](11_toy_design.ipynb) and
+# [12](12_toy_ladders.ipynb).
 
 # %% tags=["parameters"]
 budget = "toy"  # smoke | toy | full

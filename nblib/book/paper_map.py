@@ -78,13 +78,21 @@ PAPER_MAP = [
      "assignment, answer prefix its left side) at the LCCP context and after 4x extension, with a probe ladder over "
      "models that copy, and a ladder of levers on S5 (comment and prose haystacks, a one-token key, values of at "
      "most two pieces, LCCP tokens) with a no-needle control, per-piece hits and teacher-forced needle gains along "
-     "the trajectory and on the trajectories of chapter 2's ladder designs", "nblib.evals.code_niah.make_task; "
+     "the trajectory (100 prompts per needle at its last point)", "nblib.evals.code_niah.make_task; "
      "nblib.evals.code_niah.needle_measures; nblib.lccp.downstream.needles_along_trajectory; "
-     "nblib.lccp.post_training.needles_after; nblib.lccp.downstream.needle_lever_table; "
-     "nblib.lccp.downstream.needle_design_table; nblib.probes.needle_ladder.needle_measures", "05_downstream",
-     "done: RULER's 7-digit values score 0 on the toy's own S5 trajectory; with short values, chapter 5 run whole "
-     "on chapter 2's designs meets every target of §5.1's trend on design K's trajectory (whose grid breaks "
-     "chapter 3's law) and all but Last4 >= 20 on design V's (which keeps it), not on the book's eroding one"),
+     "nblib.lccp.downstream.code_needle_suites; nblib.lccp.post_training.needles_after", "05_downstream",
+     "done: RULER's 7-digit values score 0 on the toy's S5 trajectory; short values are read (the scorecard "
+     "gives the score at the trajectory's end)"),
+    (W1, "Needle levers and the design ladder (beyond)", "which of the project's models answer a needle, the levers "
+     "that make S5 answer, and chapter 5 run whole on every grid design's trajectory",
+     "nblib.lccp.downstream.needle_lever_table; nblib.lccp.downstream.needle_design_table; "
+     "nblib.probes.needle_ladder.needle_measures", "12_toy_ladders", "done: toy only"),
+    (W1, "Protocol horizon (beyond)", "Linear-Decay against Constant Raw and Last4 past the grid's Dl, and Last4's "
+     "spacing on the grid (designs R, U, T)", "nblib.lccp.experiments.protocol_horizon_table; "
+     "nblib.book.findings.protocol_horizon_findings", "12_toy_ladders", "done: toy only"),
+    (W1, "Scorecard (beyond)", "every claim of both works: the source's number, the toy's from the build's figures, "
+     "and a verdict by a rule per claim", "nblib.book.scorecard.scorecard", "01_introduction",
+     "done: book/scorecard.md, after chapter 1"),
     # --- the LCCP paper: tables -----------------------------------------------------------------
     (W1, "Table 1", "model configurations S1-S5", "nblib.lccp.experiments.model_table", "02_setup", "done"),
     (W1, "§3.1 model (toy departure)", "smeared keys (Olsson et al. 2022) in the toy and smoke Llama, with the "
@@ -97,9 +105,12 @@ PAPER_MAP = [
      "nblib.lccp.diagnostics.copy_gain_table; nblib.lccp.diagnostics.stable_phase_table; "
      "nblib.lccp.diagnostics.monotonicity_table; nblib.lccp.scaling.holdout_r2_intervals; "
      "nblib.lccp.diagnostics.reference_margin", "03_scaling_law", "done"),
+    (W1, "§3.1 toy departures", "where the toy departs from the paper, read from the budget",
+     "nblib.book.toy_design.departures_markdown", "02_setup", "done"),
     (W1, "§3.1 toy grid design (beyond)", "each toy choice with its measurement: shapes, contexts, token unit, LR "
-     "and batch, the LCCP LR", "nblib.book.toy_design.grid_design_table; nblib.book.toy_design.lccp_lr_table",
-     "02_setup", "done: toy only"),
+     "and batch, the LCCP LR, the grid designs tried and what erodes", "nblib.book.toy_design.grid_design_table; "
+     "nblib.book.toy_design.lccp_lr_table; nblib.book.toy_design.book_grid_findings", "11_toy_design",
+     "done: toy only"),
     (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),
     (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.lccp.scaling.variant_ablation", "03_scaling_law", "done"),
     (W1, "Table 4", "formula ablation on Constant-Last4 data", "nblib.lccp.scaling.variant_ablation", "04_constant_last4",
