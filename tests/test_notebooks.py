@@ -20,7 +20,8 @@ FIRST_WORK = ["01_introduction", "02_setup", "03_scaling_law", "04_constant_last
 def test_chapters_are_named_by_the_papers_sections():
     names = chapters()
     assert names[:5] == FIRST_WORK
-    assert len(names) == 10 and all(re.fullmatch(r"\d\d_[a-z0-9_]+", n) for n in names)
+    assert len(names) == 12 and all(re.fullmatch(r"\d\d_[a-z0-9_]+", n) for n in names)
+    assert names[-2:] == ["11_toy_design", "12_toy_ladders"]  # the appendix: how the toy was designed
 
 
 def test_ipynb_in_sync_with_py():

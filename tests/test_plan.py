@@ -54,7 +54,31 @@ def test_toy_has_everything_and_prints_its_compute():
                        cwd=REPO_ROOT, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Nothing is missing." in r.stdout and "MISSING" not in r.stdout
-    assert "total" in r.stdout
+    # a CPU user gets minutes on these cores, Part 1 and the whole book, not GPU-hours
+    assert "CPU time on" in r.stdout and "Part 1 (chapters 1-5)" in r.stdout and "whole book" in r.stdout
+    assert "GPU-hours" not in r.stdout
+
+
+def test_cpu_minutes_are_each_runs_flops_over_its_benchmarked_rate():
+    """A second computation: the GPU table's FLOPs of every run over the rate of the benchmark row
+    nearest its N in its stage, spread over the cores."""
+    b = get_budget("toy")
+    bench = {"rows": [{"scale": "S1", "stage": "short", "n_params_non_emb": 1e5, "gflops_muon": 10.0},
+                      {"scale": "S5", "stage": "short", "n_params_non_emb": 4e5, "gflops_muon": 20.0},
+                      {"scale": "S1", "stage": "long", "n_params_non_emb": 1e5, "gflops_muon": 5.0}]}
+    cpu = P.cpu_table(b, bench, cores=2)
+    gpu = P.compute_table(b)
+    assert list(cpu.run) == list(gpu.run)
+    n = {r["what"]: r for r in P.run_list(b)}
+    for (_, c), (_, g) in zip(cpu.iterrows(), gpu.iterrows()):
+        long = n[c.run]["seq_len"] > b.short_seq_len
+        rate = 5e9 if long else (10e9 if "S1" in c.run or "S2" in c.run else 20e9)
+        if not long and "S3" in c.run:  # S3's N lies between the two short rows: the nearer in log N
+            continue
+        assert c["core-hours"] == pytest.approx(g["FLOPs"] / rate / 3600, rel=1e-9), c.run
+        assert c["training wall min"] == pytest.approx(c["core-hours"] * 60 / 2)
+    with pytest.raises(ValueError, match="cores=0"):
+        P.cpu_table(b, bench, cores=0)
 
 
 @pytest.mark.parametrize("args, says", [(["--budget", "huge"], "budget='huge'"), (["--mfu", "2"], "mfu=2.0"),

@@ -644,7 +644,7 @@ def departures_markdown(b, paper=None) -> str:
     spec, p_spec = b.scale("S1"), paper.scale("S1")
     bases, abf, ext = _bases(b)
     p_bases, p_abf, _ = _bases(paper)
-    smeared = all(b.scale(s).model.get("smear_keys") for s in SCALES)
+    smeared = all(all(b.scale(s).model.get(k) == v for k, v in LLAMA_VARIANTS["smeared"].items()) for s in SCALES)
     lines = [
         f"**Shapes:** {shape_words(b)}. N spans {n[-1] / n[0]:.1f}x ({n[0]:,} .. {n[-1]:,} non-embedding), "
         f"the paper's {PAPER_N['S5'] / PAPER_N['S1']:.0f}x.",
