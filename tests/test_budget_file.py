@@ -4,7 +4,7 @@ Without one every run hash stays what it was (pinned below); a file with only `b
 named budget; an override changes exactly the runs it enters, as the same change made in
 code does; a malformed file is one line and exit 2 before any training; the plan lists the
 inputs a file leaves missing; the toy's BPE is retrained on a user's corpus and pinned; and
-chapter 3 at smoke from a budget file gives the figures the same corpus named in code gives.
+a corpus named in a file gives the runs (so the figures) of the same corpus named in code.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sysconfig
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
+import pandas as pd
 import papermill as pm
 import pytest
 
@@ -27,12 +27,15 @@ import subproc
 
 from nblib.book import own_data as O
 from nblib.book import plan as P
+from nblib.book.chapter import Chapter
 from nblib.book.budget_file import (BudgetFile, apply_overrides, load_budget_file, parse_set, read_budget_file)
 from nblib.budgets import BudgetError, get_budget, grid_f
 from nblib.data import load_corpus, load_tokenizer
 from nblib.data.bpe import TOKENIZER_DIR, train_bpe
 from nblib.lccp import grid
 from nblib.store.provenance import REPO_ROOT, budget_file_record, code_version, set_budget_file
+from nblib.store.runstore import RunStore
+from nblib.training.runner import get_or_run
 
 EXAMPLES = REPO_ROOT / "examples"
 
@@ -411,47 +414,39 @@ def test_the_run_report_names_the_file_and_its_hash(tmp_path):
 # --------------------------------------------------------------------------- a chapter from a file
 
 @pytest.mark.slow
-def test_chapter_3_from_a_budget_file_gives_the_figures_of_the_corpus_named_in_code(tmp_path, monkeypatch):
-    """Chapter 3 at smoke, its corpus a .jsonl outside the repository: once from a budget file
-    (papermill -p budget_file), once with the same corpus set in code in front of the chapter
-    (as an edit of nblib/budgets.py would). Same run store: the second trains nothing new
-    (the same run hashes) and writes byte-identical tables; the file's runs and figures name it."""
+def test_a_corpus_named_in_a_file_gives_the_runs_of_the_same_corpus_named_in_code(tmp_path, monkeypatch):
+    """The smoke budget with its corpus a .jsonl outside the repository, once from a budget file
+    (as a chapter reads it: `Chapter(..., budget_file=...)`) and once set in code (as an edit of
+    nblib/budgets.py would): every run of chapters 2-4 has the same hash both ways, so every
+    figure computed from them is the same; one trained run is found complete from code and
+    nothing is retrained; the file's runs and figures name it. (A chapter run whole from a file
+    is the smoke book of a budget file, `make book BUDGET=smoke BUDGET_FILE=...`.)"""
     corpus = _corpus(tmp_path / "own" / "train.jsonl")
     assert REPO_ROOT not in corpus.parents
     path = _write(tmp_path / "own.toml", f'base = "smoke"\ncorpus = "jsonl:{corpus}"\n')
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    runs, nb = tmp_path / "runs", REPO_ROOT / "notebooks" / "03_scaling_law.ipynb"
+    runs = tmp_path / "runs"
     monkeypatch.delenv("NBLIB_BUDGET_FILE", raising=False)
+    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(tmp_path / "figures"))
+    try:
+        ch = Chapter("03_scaling_law", budget="smoke", budget_file=str(path), run_root=str(runs))
+        in_code = replace(get_budget("smoke"), corpus=f"jsonl:{corpus}")
+        from_file = [c.hash for st in grid.grid_runs(ch.budget) for c in st.configs]
+        assert from_file == [c.hash for st in grid.grid_runs(in_code) for c in st.configs]
+        assert from_file != [c.hash for st in grid.grid_runs(get_budget("smoke")) for c in st.configs]
 
-    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(tmp_path / "from_file"))
-    pm.execute_notebook(str(nb), str(tmp_path / "from_file.ipynb"), kernel_name="python3", cwd=str(REPO_ROOT),
-                        parameters={"budget": "smoke", "budget_file": str(path), "run_root": str(runs)},
-                        progress_bar=False)
-    trained = sorted(p.name for p in runs.iterdir() if (p / "config.json").exists())
-
-    in_code = nbformat.read(str(nb), as_version=4)
-    at = next(i for i, c in enumerate(in_code.cells) if "parameters" in c.metadata.get("tags", [])) + 1
-    in_code.cells.insert(at, nbformat.v4.new_code_cell(
-        "from dataclasses import replace\nimport nblib.budgets as B\n"
-        f"B._CACHE['smoke'] = replace(B.get_budget('smoke'), corpus={f'jsonl:{corpus}'!r})"))
-    nbformat.write(in_code, str(tmp_path / "in_code_src.ipynb"))
-    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(tmp_path / "in_code"))
-    pm.execute_notebook(str(tmp_path / "in_code_src.ipynb"), str(tmp_path / "in_code.ipynb"), kernel_name="python3",
-                        cwd=str(REPO_ROOT), parameters={"budget": "smoke", "run_root": str(runs)}, progress_bar=False)
-
-    assert sorted(p.name for p in runs.iterdir() if (p / "config.json").exists()) == trained
-    a, b = tmp_path / "from_file" / "03_scaling_law", tmp_path / "in_code" / "03_scaling_law"
-    tables = sorted(p.name for p in a.glob("*.csv"))
-    assert len(tables) >= 8 and tables == sorted(p.name for p in b.glob("*.csv"))
-    for name in tables:
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
-    assert sorted(p.name for p in a.glob("*.png")) == sorted(p.name for p in b.glob("*.png"))
-    # the record: every run trained from the file, and every figure of the file's chapter, names it
-    manifests = [json.loads((runs / h / "manifest.json").read_text()) for h in trained]
-    assert manifests and all(m["code"]["budget_file"]["sha256"] == sha for m in manifests)
-    fig_a = json.loads((a / "manifest.json").read_text())
-    assert all(e["code"]["budget_file"] == {"path": str(path), "sha256": sha, "base": "smoke"} for e in fig_a.values())
-    assert all("budget_file" not in e["code"] for e in json.loads((b / "manifest.json").read_text()).values())
+        run = get_or_run(ch.store, grid.short_stage(ch.budget, "S1").trunk, progress=False)
+        files = {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file()}
+        again = get_or_run(RunStore(runs), grid.short_stage(in_code, "S1").trunk, progress=False)
+        assert again.hash == run.hash and again.is_complete()
+        assert {p: p.stat().st_mtime_ns for p in runs.rglob("*") if p.is_file() and p.name != "LOCK"} == \
+            {p: t for p, t in files.items() if p.name != "LOCK"}  # found, not retrained
+        assert json.loads((runs / run.hash / "manifest.json").read_text())["code"]["budget_file"]["sha256"] == sha
+        ch.save_table(pd.DataFrame({"x": [1]}), "from_the_file", runs=[run])
+        entry = json.loads((tmp_path / "figures" / "03_scaling_law" / "manifest.json").read_text())["from_the_file.csv"]
+        assert entry["code"]["budget_file"] == {"path": str(path), "sha256": sha, "base": "smoke"}
+    finally:
+        set_budget_file(None)
     assert isinstance(read_budget_file(path), BudgetFile)
 
 
