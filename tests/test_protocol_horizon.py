@@ -9,7 +9,7 @@ import pytest
 from nblib.book import design_probe
 from nblib.budgets import get_budget
 from nblib.lccp import experiments, grid
-from nblib.lccp.evaluation import Evaluator
+from nblib.lccp.evaluation import Evaluator, evaluate_many
 from nblib.probes import protocol_horizon as P
 from nblib.store.runstore import RunStore
 
@@ -40,16 +40,20 @@ def test_on_the_grid_it_agrees_with_chapters_3_and_4(horizon):
     """At the grid's largest Dl the probe's LD is chapter 3's table and its Raw and Last4 are
     chapter 4's (the seed-0 trajectory, extended past the grid, scored at the same checkpoint)."""
     b, root, dls, rows = horizon
-    ev = Evaluator.build(b, RunStore(root))
-    ld = experiments.linear_decay_table(ev, scales=("S4",))
-    const = experiments.constant_table(ev, scales=("S4",))
+    store = RunStore(root)
+    ev = Evaluator.build(b, store)
     at = {r["protocol"]: r for r in rows if r["dl"] == b.dl_multiples[-1]}
-    ds = b.ds_multiples[-1]
-    pick = ld[(ld.ds_mult == ds) & (ld.dl_mult == b.dl_multiples[-1])]
-    assert at["LD"]["longppl"] == pytest.approx(float(pick.longppl.iloc[0]), rel=1e-9)
-    c = const[(const.ds_mult == ds) & (const.dl_mult == b.dl_multiples[-1]) & (const.seed == 0)]
-    for protocol, rule in (("Raw", "raw"), ("Last4", "last4")):
-        assert at[protocol]["longppl"] == pytest.approx(float(c[c.rule == rule].longppl.iloc[0]), rel=1e-9)
+    ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
+    # the chapters' own evaluation of the same configurations (linear_decay_table's and
+    # constant_table's jobs), on the runs the probe trained: only the grid point is scored
+    ld = store.run(grid.lccp_linear_decay(b, "S4", ds, dl))
+    const = store.run(grid.lccp_constant(b, "S4", ds, max(dls), 0, ckpt_every=b.constant_ckpt_every))
+    res = evaluate_many(ev, [(ld.hash, "raw", "final", None, {}),
+                             (const.hash, "raw", experiments.step_at(const, dl), None, {}),
+                             (const.hash, "merged", experiments.last4_steps(const, dl, b.last4_gap(b.constant_ckpt_every)),
+                              "lastM", {"m": 4})])
+    for (protocol, r) in zip(("LD", "Raw", "Last4"), res):
+        assert at[protocol]["longppl"] == pytest.approx(r["long_ppl"], rel=1e-9), protocol
 
 
 def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
