@@ -95,7 +95,8 @@ def design_measures(figures: Path, last4_le_raw: float | None = None) -> dict:
 
 
 def trajectory_measures(figures: Path) -> dict:
-    """The S5 trajectory's Last4 ρ(Dl, LongPPL) and its LongPPL at Dl = 30 and 120, and the
+    """The S5 trajectory's Last4 ρ(Dl, LongPPL) over every point it has (from its first Last4 window)
+    and its LongPPL at Dl = 30, 120 and 150, and the
     Constant-Last4 law's two held-out R² (additive), from chapter 4's tables; {} where a
     design's chapter 4 did not write them."""
     out = {}
