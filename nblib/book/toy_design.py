@@ -676,8 +676,8 @@ def grid_size_words(b, paper=None) -> str:
     return (f"The {b.name} grid takes {grid_words} of the paper's {len(paper.ds_multiples)} x "
             f"{len(paper.dl_multiples)} ($D_s$ {', '.join(f'{x:g}' for x in b.ds_multiples)} and $D_l$ "
             f"{', '.join(f'{x:g}' for x in b.dl_multiples)}, in {b.unit}) at S1-S4 and {len(b.s5_configs)} of its "
-            f"{len(paper.s5_configs)} S5 configurations. [Chapter 3](03_scaling_law.ipynb) trains {ch3} runs "
+            f"{len(paper.s5_configs)} S5 configurations. Chapter 3 trains {ch3} runs "
             f"({n.get('short', 0)} short-stage, {n.get('linear-decay', 0)} Linear-Decay; the paper's grid "
-            f"{p.get('short', 0) + p.get('linear-decay', 0)}), [chapter 4](04_constant_last4.ipynb) "
+            f"{p.get('short', 0) + p.get('linear-decay', 0)}), chapter 4 "
             f"{n.get('constant', 0) + n.get('trajectory', 0)} Constant trajectories ({b.n_constant_seeds} seeds "
             f"at S1-S4, and S5's to {b.s5_trajectory:g} {b.unit}).")
