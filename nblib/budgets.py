@@ -41,6 +41,9 @@ FIG4A_POOL = 25  # Fig. 4a: the App. B rules on the last 25 checkpoints of S4's 
 TOY_ROPE_BASES = (1e4, 5e7, 5e8)  # toy: a larger ABF step at LCCP (see _toy), the paper's 10x at the extension
 
 
+PRECISIONS = ("fp32", "bf16")  # Budget.long_precision / RunConfig.precision
+
+
 class BudgetError(ValueError):
     """A budget, scale or other chapter parameter outside the allowed values."""
 
@@ -224,6 +227,14 @@ class Budget:
     # long document's segments are training sequences of their own (LongMixtureStream aligned);
     # False, a bucket's pieces are laid end to end and cut, so most windows join two documents.
     lccp_aligned: bool = False
+    # Training precision on CPU of every run after the short stage (LCCP, the 4x extension, SFT):
+    # "fp32", or "bf16", CPU autocast to bfloat16 with fp32 master weights and optimizer (the
+    # paper trains in bf16, App. A.3). On a CPU with AVX512-BF16 it makes a 4 x 1,024-token LCCP
+    # step 1.3-1.4x faster (benchmarks/results/bench_train.json, `bf16_speedup`); on the 32 x 128
+    # short steps it gains 0.9-1.2x, so the short stage and the LongPPL reference stay fp32.
+    # Without native bf16 a CPU emulates it, slowly: set "fp32" there (a budget file's
+    # `long_precision`). GPUs always train under bf16 autocast.
+    long_precision: str = "fp32"
     # What a token multiple (Ds/N, Dl/N, checkpoint spacing) multiplies: None, each scale's own
     # non-embedding N (the paper's grid, §3.1); a scale name, that scale's N at every scale, so
     # every scale trains on the same token counts (toy: copying sets in after a roughly constant
@@ -246,6 +257,8 @@ class Budget:
             raise BudgetError(f"token_unit_tokens={self.token_unit_tokens} pins the tokens of a token unit, and this "
                               "budget has none (token_unit=None: each scale counts in its own N); allowed: set "
                               "token_unit to a scale name too, or leave token_unit_tokens unset")
+        if self.long_precision not in PRECISIONS:
+            raise BudgetError(f"long_precision={self.long_precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
         if self.needle_value_form not in ("ruler", "short"):
             raise BudgetError(f"needle_value_form={self.needle_value_form!r} is not allowed; allowed: ruler, short")
 
@@ -280,6 +293,12 @@ class Budget:
         if self.token_unit and self.token_unit_tokens:
             return int(round(multiple * self.token_unit_tokens))
         return int(round(multiple * self.n_params(self.token_unit or scale)))
+
+    @property
+    def run_precision(self) -> str | None:
+        """`RunConfig.precision` of a run after the short stage: None for fp32 (the hashes runs
+        had before the field), else `long_precision`."""
+        return None if self.long_precision == "fp32" else self.long_precision
 
     def lccp_lr(self, scale: str) -> float:
         """LCCP's starting LR at `scale`: the short stage's stable LR times `lccp_lr_frac`."""

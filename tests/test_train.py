@@ -288,3 +288,30 @@ def test_a_chapter_asking_for_a_run_another_is_training_waits_then_reads_it(tmp_
     assert log.count("training steps ") == 1, log  # trained by one process only
     assert_bitwise(final_weights(store.run(c)), final_weights(get_or_run(RunStore(tmp_path / "alone"), c,
                                                                              progress=False)))
+
+
+def test_bf16_autocast_trains_resumes_exactly_and_stays_near_fp32(tmp_path):
+    """`precision="bf16"` (CPU autocast, the budget's long_precision) is part of a run's identity,
+    changes the weights it trains (autocast is applied), keeps fp32 master weights, resumes
+    bit-identically, and lands near the fp32 run (a closed loop's loss, not a different model)."""
+    fp32 = cfg(30, kind="constant", every=10)
+    bf16_20, bf16_30 = cfg(20, kind="constant", every=10, precision="bf16"), cfg(30, kind="constant", every=10,
+                                                                                  precision="bf16")
+    assert fp32.hash != bf16_30.hash == bf16_20.hash
+    assert cfg(30, kind="constant", every=10, precision="fp32").hash == fp32.hash  # one spelling, one hash
+    store = RunStore(tmp_path / "s")
+    get_or_run(store, bf16_20, progress=False)
+    extended = get_or_run(store, bf16_30, progress=False)  # resumes from step 20
+    assert "resuming from step_00000020" in (extended.path / "train.log").read_text()
+    fresh = get_or_run(RunStore(tmp_path / "fresh"), bf16_30, progress=False)
+    assert_bitwise(final_weights(extended), final_weights(fresh))
+    w16, w32 = final_weights(fresh), final_weights(get_or_run(store, fp32, progress=False))
+    assert all(v.dtype == torch.float32 for v in w16.values())
+    assert any(not torch.equal(w16[k], w32[k]) for k in w32)
+    loss = lambda run: [json.loads(l)["loss"] for l in (run.path / "metrics.jsonl").read_text().splitlines()][-1]
+    assert abs(loss(fresh) - loss(store.run(fp32))) < 0.05 * loss(store.run(fp32))
+
+
+def test_bad_precision_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"precision.*'fp16'.*bf16"):
+        cfg(10, precision="fp16")

@@ -40,7 +40,8 @@ import typing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nblib.budgets import BUDGETS, FIG4A_POOL, PAPER_POST_TRAINING_POINTS, SCALES, Budget, BudgetError, get_budget
+from nblib.budgets import (BUDGETS, FIG4A_POOL, PAPER_POST_TRAINING_POINTS, PRECISIONS, SCALES, Budget, BudgetError,
+                           get_budget)
 from nblib.data.corpus import SPEC_FORMS
 from nblib.data.tokenizers import TOKENIZER_FORMS
 from nblib.models import FAMILIES
@@ -95,6 +96,7 @@ RULES = {
     "lccp_mixture": (lambda v: v in ("lccp_32k", "natural"), "lccp_32k, natural"),
     "ext_mixture": (lambda v: v in ("extension_128k", "natural_128k"), "extension_128k, natural_128k"),
     "lccp_aligned": (lambda v: isinstance(v, bool), "true or false"),
+    "long_precision": (lambda v: v in PRECISIONS, ", ".join(PRECISIONS)),
     "needle_value_form": (lambda v: v in ("ruler", "short"), "ruler, short"),
     "needle_samples_last": POS_INT,
     "n_boot": (lambda v: v >= 2, "an integer >= 2"),

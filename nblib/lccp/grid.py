@@ -134,7 +134,7 @@ def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, n_token
         model=model_config(budget, scale), data=data_config(budget, "long"), schedule=schedule,
         n_tokens=n_tokens, batch_size=spec.batch_long, seed=seed, budget=budget.name,
         init={"run": parent.hash, "step": parent.total_steps, "mode": "weights", "rope_base": budget.rope_bases[1]},
-        label=label, meta={"scale": scale, **meta}, **kw)
+        label=label, meta={"scale": scale, **meta}, precision=budget.run_precision, **kw)
 
 
 def lccp_linear_decay(budget: Budget, scale: str, ds_mult: float, dl_mult: float, seed: int = 0) -> RunConfig:

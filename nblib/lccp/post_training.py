@@ -100,7 +100,7 @@ def extension_config(budget: Budget, scale: str, parent: RunConfig, start: dict)
         model=dict(parent.model), data=grid.data_config(budget, "ext"),
         schedule={"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.01},
         n_tokens=extension_tokens(budget, scale), batch_size=_ext_batch(budget, scale), seed=0, budget=budget.name,
-        init=init, label=f"{scale} ext x{budget.ext_seq_len // budget.long_seq_len} <- Dl={start['dl']}{budget.unit} {start['protocol']}",
+        init=init, precision=budget.run_precision, label=f"{scale} ext x{budget.ext_seq_len // budget.long_seq_len} <- Dl={start['dl']}{budget.unit} {start['protocol']}",
         meta={"scale": scale, "stage": "extension", "dl_mult": start["dl"], "protocol": start["protocol"]})
 
 

@@ -551,6 +551,7 @@ def sft_config(budget: Budget, scale: str, parent_run_config: RunConfig, step: i
         model=dict(parent.model), data=sft_data_config(budget, mixture),
         schedule={"kind": "linear_decay", "lr": budget.lccp_lr(scale), "final_lr_frac": 0.1},
         n_tokens=int(n_tokens), batch_size=max(1, spec.batch_long // 2), seed=seed, budget=budget.name,
+        precision=budget.run_precision,
         init={"run": parent.hash, "step": int(step), "mode": "weights", "rope_base": rope,
               **({"average_steps": [int(s) for s in average_steps]} if average_steps else {})},
         label=f"{scale} SFT <- {label} @{step}{' Last4' if average_steps else ''} data seed={seed}",

@@ -134,6 +134,7 @@ def check_config(c: "RunConfig") -> None:
     _need(_is(c.seed, int) and c.seed >= 0, "seed", c.seed, "an int >= 0")
     _need(c.threads is None or (_is(c.threads, int) and c.threads >= 1), "threads", c.threads, "null or an int >= 1")
     _need(c.budget in BUDGET_NAMES, "budget", c.budget, ", ".join(BUDGET_NAMES))
+    _need(c.precision in (None, "bf16"), "precision", c.precision, "null (fp32), 'fp32' or 'bf16'")
     _check_section("optimizer", c.optimizer, OPTIMIZER_KEYS, required=("name",))
     o = c.optimizer
     _need(o["name"] == "muon+adamw", "optimizer.name", o["name"], "muon+adamw")
@@ -226,10 +227,13 @@ class RunConfig:
     micro_batch_size: int | None = None  # not identity: gradient accumulation for memory
     log_every: int = 10  # not identity
     threads: int | None = None  # CPU threads it trains at (None: 1); identity (nblib.training.threads)
+    precision: str | None = None  # CPU training precision (None: fp32; "bf16": autocast); identity
 
     NON_IDENTITY = ("label", "meta", "ckpt_every_tokens", "ckpt_steps", "keep_optimizer", "micro_batch_size", "log_every")
 
     def __post_init__(self):
+        if self.precision == "fp32":  # one spelling, one hash
+            self.precision = None
         _need(isinstance(self.ckpt_steps, (list, tuple)), "ckpt_steps", self.ckpt_steps, "a list of ints >= 1")
         check_config(self)
         self.ckpt_steps = tuple(sorted(set(int(s) for s in self.ckpt_steps)))
@@ -265,6 +269,8 @@ class RunConfig:
             d.pop("n_tokens")
         if self.threads is None:  # the default (1 thread) keeps the hashes runs had before the field
             d.pop("threads")
+        if self.precision is None:  # fp32, likewise
+            d.pop("precision")
         return d
 
     @property

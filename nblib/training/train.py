@@ -75,6 +75,29 @@ def out_of_memory_message(run, cfg, micro: int, device: str, world: int) -> str:
             f"from its last complete checkpoint")
 
 
+def autocast_of(cfg: RunConfig, device: str):
+    """The precision a run's forward pass trains at: bf16 autocast on GPU (App. A.3); on CPU,
+    bf16 autocast when the config asks for it (`RunConfig.precision`), else fp32. Weights,
+    gradients and optimizer state stay fp32 either way."""
+    if device.startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    if cfg.precision == "bf16":
+        if not cpu_has_native_bf16():
+            warnings.warn(f"run {cfg.label or cfg.hash} trains under bf16 autocast on a CPU without native bf16 "
+                          "matmuls (AVX512-BF16 / AMX): it is emulated and slower than fp32. Set the budget's "
+                          "long_precision to 'fp32' for this machine", stacklevel=2)
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 or AMX)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def build_model_from_config(model_cfg: dict) -> nn.Module:
     """The untrained model of a run config's `model` dict ({"family": ..., **fields})."""
     cfg = dict(model_cfg)
@@ -311,7 +334,7 @@ def _train(run, log, progress: bool, strategy: str, device: str | None) -> None:
     isolate = bool(cfg.data.get("doc_isolation", False))
     ckpt_at = _ckpt_steps(cfg)
     clip = float(cfg.optimizer.get("clip", 1.0))
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda") else nullcontext()
+    amp = autocast_of(cfg, device)
     t0 = time.time()
     bar = tqdm(total=cfg.total_steps, initial=start_step, desc=cfg.label or run.hash, unit="step",
                disable=not progress or rank != 0, leave=False)
