@@ -64,7 +64,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nblib.book import toy_design
+from nblib.book import budget_words
 from nblib.book.chapter import Chapter
 from nblib.book.paper_map import paper_map
 from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
@@ -101,7 +101,7 @@ budgets_table
 
 # %%
 b = ch.budget
-ch.markdown(toy_design.grid_size_words(b, get_budget("full")))
+ch.markdown(budget_words.grid_size_words(b, get_budget("full")))
 
 # %% [markdown]
 # The paper's model sizes are listed below next to ours; our full-budget shapes are our own

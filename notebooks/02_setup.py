@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib.book import metric_figures, toy_design, toy_figures
+from nblib.book import budget_words, metric_figures, toy_design, toy_figures
 from nblib.book.chapter import Chapter
 from nblib.book.figures import highlight_html
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
@@ -112,7 +112,7 @@ budgets
 # A](11_toy_design.ipynb) holds the probes behind each choice and the grids tried before this one.
 
 # %%
-ch.markdown(toy_design.departures_markdown(b))
+ch.markdown(budget_words.departures_markdown(b))
 
 # %% [markdown]
 # ## Smeared keys: where the toy departs from the paper's Llama

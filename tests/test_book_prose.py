@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from nblib.book import findings, metric_figures, toy_design  # noqa: E402
+from nblib.book import budget_words, findings, metric_figures, toy_design  # noqa: E402
 from nblib.book.figures import token_ticks  # noqa: E402
 from nblib.budgets import SCALES, get_budget, grid_f  # noqa: E402
 from nblib.lccp import grid, scaling  # noqa: E402
@@ -26,7 +26,7 @@ def test_the_run_count_and_grid_size_the_introduction_names_are_the_budgets(name
     with grid.placeholder_corpus():
         short = sum(len(grid.short_stage(b, s).all()) for s in SCALES)
         ld = sum(len(grid.linear_decay_pairs(b, s)) for s in SCALES)
-    text = toy_design.grid_size_words(b)
+    text = budget_words.grid_size_words(b)
     assert f"trains {short + ld} runs ({short} short-stage, {ld} Linear-Decay" in text
     assert f"takes {len(b.ds_multiples)} x {len(b.dl_multiples)} of the paper's 5 x 5" in text
     assert f"S5's to {b.s5_trajectory:g} {b.unit}" in text
@@ -35,11 +35,14 @@ def test_the_run_count_and_grid_size_the_introduction_names_are_the_budgets(name
 def test_the_departures_follow_the_budget():
     toy, f = get_budget("toy"), grid_f()
     ns = [toy.n_params(s) for s in SCALES]
-    text = toy_design.departures_markdown(toy)
+    text = budget_words.departures_markdown(toy)
     assert f"N spans {ns[-1] / ns[0]:.1f}x ({ns[0]:,} .. {ns[-1]:,}" in text and "the paper's 26x" in text
     assert "A KV head per query head" in text and "23,714 tokens" in text and "S5's trajectory to 150" in text
-    other = toy_design.departures_markdown(f)  # grid F shares one KV head: the line says so
+    other = budget_words.departures_markdown(f)  # grid F shares one KV head: the line says so
     assert "KV heads shared by the query heads" in other and "S5's trajectory to 120" in other
+    assert "fp32 on CPU" in other
+    bf16 = budget_words.departures_markdown(dataclasses.replace(toy, long_precision="bf16"))
+    assert "LCCP, the extension and SFT train under bf16 autocast" in bf16 and "fp32 on CPU" not in bf16
 
 
 def _ladder(rows):

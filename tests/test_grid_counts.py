@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from nblib.book import plan as P
+from nblib.book import budget_words as BW
 from nblib.book import toy_design as TD
 from nblib.budgets import SCALES, get_budget
 from nblib.lccp import experiments, grid
@@ -152,10 +153,10 @@ def test_placeholder_corpus_changes_names_not_counts():
 
 
 def test_toy_shape_words_are_the_budgets():
-    assert TD.shape_words(get_budget("toy")) == (
+    assert BW.shape_words(get_budget("toy")) == (
         "S1 d64 (2 x 32-dim heads, 2 KV heads), S2 d80 (3 x 32-dim heads, 3 KV heads), S3 d96 (3 x 32-dim heads, "
         "3 KV heads), S4 d112 (4 x 32-dim heads, 4 KV heads), S5 d128 (4 x 32-dim heads, 4 KV heads); 2 layers, "
         "tied embeddings, smeared keys")
-    full = TD.shape_words(get_budget("full"))
+    full = BW.shape_words(get_budget("full"))
     assert full.startswith("S1 d512 x 11 layers (8 x 64-dim heads, 4 KV heads), S2 d768 x 10 layers")
     assert "smeared" not in full and "tied" not in full

@@ -106,7 +106,7 @@ PAPER_MAP = [
      "nblib.lccp.diagnostics.monotonicity_table; nblib.lccp.scaling.holdout_r2_intervals; "
      "nblib.lccp.diagnostics.reference_margin", "03_scaling_law", "done"),
     (W1, "§3.1 toy departures", "where the toy departs from the paper, read from the budget",
-     "nblib.book.toy_design.departures_markdown", "02_setup", "done"),
+     "nblib.book.budget_words.departures_markdown", "02_setup", "done"),
     (W1, "§3.1 toy grid design (beyond)", "each toy choice with its measurement: shapes, contexts, token unit, LR "
      "and batch, the LCCP LR, the grid designs tried and what erodes", "nblib.book.toy_design.grid_design_table; "
      "nblib.book.toy_design.lccp_lr_table; nblib.book.toy_design.book_grid_findings", "11_toy_design",
