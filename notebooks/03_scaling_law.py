@@ -258,7 +258,8 @@ else:
 # multi-start as {eq}`eq-law` and judged on the held-out scales only.
 
 # %%
-table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD)
+table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD,
+                                  n_starts=b.variant_fit_starts)
 ch.save_table(table3, "table03_variant_ablation", runs=runs)
 display(table3.round(4))
 ch.markdown(findings.table3_verdict(table3))

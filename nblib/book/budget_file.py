@@ -99,6 +99,7 @@ RULES = {
     "long_precision": (lambda v: v in PRECISIONS, ", ".join(PRECISIONS)),
     "needle_value_form": (lambda v: v in ("ruler", "short"), "ruler, short"),
     "needle_samples_last": POS_INT,
+    "variant_fit_starts": POS_INT,
     "n_boot": (lambda v: v >= 2, "an integer >= 2"),
     "lccp_lr_frac": FRACTION,
     "token_unit": (lambda v: v in SCALES, ", ".join(SCALES)),
