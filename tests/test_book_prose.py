@@ -54,11 +54,11 @@ def _ladder(rows):
 def test_book_grid_findings_read_the_latest_row_of_each_grid_and_its_verdict():
     t = _ladder([("F", 0.1, 15.0, 16.0, .9, .9, 60.0), ("F3", 0.28, 14.95, 17.86, .874, .895, 79.8),
                  ("V", -0.95, 5.97, 4.82, .891, .971, 117.0)])
-    text = toy_design.book_grid_findings(t)
+    text = toy_design.book_grid_findings(t, now="V")
     assert "**F** (row F3): S5's Last4 LongPPL 14.95 at 30 -> 17.86 at 120 (rho +0.28)" in text
     assert "Part 1 117.0 min" in text and "F no, V yes" in text
     t.loc[2, "S5 Last4 rho(Dl, LongPPL)"] = -0.79  # past the -0.8 target: V no longer meets it
-    assert "F no, V no" in toy_design.book_grid_findings(t)
+    assert "F no, V no" in toy_design.book_grid_findings(t, now="V")
 
 
 def _law_table(log_linear: bool) -> pd.DataFrame:

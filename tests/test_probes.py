@@ -319,11 +319,11 @@ def test_pair_probe_is_the_pair_run_with_the_levers_laid_over():
 # the grid ladder: a design's row from chapters 3-4's tables
 # ---------------------------------------------------------------------------------------
 def test_grid_ladder_reproduces_the_committed_grid_row_from_the_committed_figures():
-    """Row V2 (the book's grid V, rebuilt fresh) was written from the figures the committed ones are,
+    """Row Vb (the book's grid V with LCCP in bf16, built fresh) was written from the figures the committed ones are,
     with the Last4 <= Raw share chapter 4 printed; recomputed now, the measures are the row's."""
     from nblib.probes.grid_ladder import DIGITS, design_measures
     from nblib.book.toy_design import GRID_TARGETS
-    f = probes.records("toy_grid_ladder").set_index("design").loc["V2"]
+    f = probes.records("toy_grid_ladder").set_index("design").loc["Vb"]
     got = design_measures(ROOT / "figures", last4_le_raw=26.4)
     assert set(GRID_TARGETS) <= set(got)
     for k, v in got.items():
@@ -374,9 +374,10 @@ def _ladder(rows):
 def test_grid_ladder_book_grid_rows_are_a_design_and_its_numbered_reruns_only():
     from nblib.probes.grid_ladder import BOOK_GRID_DESIGN, book_grid_rows
     t = _ladder([("F", .899, .921), ("F2", .888, .907), ("F2b", .1, .1), ("G", .684, .916), ("F3", .874, .895),
-                 ("V", .891, .971), ("V2", .9, .97)])
+                 ("V", .891, .971), ("V2", .9, .97), ("Vb", .886, .970), ("Vb2", .88, .97)])
     assert list(book_grid_rows(t, "F")["design"]) == ["F", "F2", "F3"]
-    assert BOOK_GRID_DESIGN == "V" and list(book_grid_rows(t)["design"]) == ["V", "V2"]
+    assert list(book_grid_rows(t, "V")["design"]) == ["V", "V2"]
+    assert BOOK_GRID_DESIGN == "Vb" and list(book_grid_rows(t)["design"]) == ["Vb", "Vb2"]
 
 
 def test_host_spread_findings_name_the_range_of_each_split():
@@ -386,4 +387,4 @@ def test_host_spread_findings_name_the_range_of_each_split():
     assert "fresh on 3 host(s) (rows F, F2, F3 of the design ladder" in text
     assert "0.874 to 0.899 for S1-S3 → S4 and 0.895 to 0.921 for S1-S4 → S5" in text
     assert host_spread_findings(_ladder([("K", .4, .7)])) == ""
-    assert "rows V, V2 of" in host_spread_findings(_ladder([("F", .9, .9), ("V", .891, .971), ("V2", .88, .96)]))
+    assert "rows V, V2 of" in host_spread_findings(_ladder([("F", .9, .9), ("V", .891, .971), ("V2", .88, .96)]), "V")
