@@ -33,6 +33,8 @@ budget_file = ""  # a TOML budget file, a base budget and its overrides (README,
 scale = "S5"  # the scale of chapter 4's long trajectory, whose needles chapter 5 reads
 
 # %%
+import dataclasses
+
 import pandas as pd
 from IPython.display import display
 
@@ -171,8 +173,16 @@ else:
 # %%
 lever_path = record_path("toy_code_needle_levers")
 lever_records = pd.read_json(lever_path, lines=True) if lever_path.exists() else pd.DataFrame({"run": []})
-# this trajectory's records, and its deeper variants' (the model lever)
+# this trajectory's records, and its deeper variants' (the model lever); the levers were
+# measured on the fp32 twin of a trajectory the budget trains in bf16 (`long_precision`)
 lever_records = downstream.needle_lever_records(lever_records, b, scale)
+if not len(lever_records) and b.long_precision != "fp32":
+    fp32_twin = dataclasses.replace(b, long_precision="fp32")
+    lever_records = downstream.needle_lever_records(pd.read_json(lever_path, lines=True) if lever_path.exists()
+                                                    else pd.DataFrame({"run": []}), fp32_twin, scale)
+    if len(lever_records):
+        print(f"the levers below were measured on this trajectory trained in fp32 "
+              f"({experiments.trajectory_config(fp32_twin, scale).hash}); the book's trains LCCP in {b.long_precision}")
 if len(lever_records):
     levers = downstream.needle_lever_table(lever_records)
     ch.save_table(levers, "code_needle_levers", runs=[run],
