@@ -553,7 +553,7 @@ def grid_f() -> Budget:
               "S4": shape(96, 3, head_size=32), "S5": shape(128, 4)}
     scales = {s: replace(toy.scale(s), model=m, batch_long=2) for s, m in shapes.items()}
     reference = {**toy.reference, "model": {**toy.reference["model"], "n_kv_heads": 1}}
-    return replace(toy, scales=scales, reference=reference, lccp_lr_frac=0.03, lccp_aligned=False,
+    return replace(toy, scales=scales, reference=reference, lccp_lr_frac=0.03, lccp_aligned=False, long_precision="fp32",
                    ds_multiples=PAPER_DS_MULTIPLES[:3], s5_configs=PAPER_S5_CONFIGS[:3],
                    s5_trajectory=PAPER_S5_TRAJECTORY, needle_samples_last=toy.ruler_samples)
 

@@ -144,14 +144,15 @@ def test_a_pinned_token_unit_needs_a_token_unit():
 
 def test_long_precision_reaches_every_run_after_the_short_stage_and_nothing_else():
     from nblib.lccp import grid
-    b = dataclasses.replace(get_budget("smoke"), long_precision="bf16")
+    assert get_budget("smoke").long_precision == get_budget("toy").long_precision == "bf16"
+    b = get_budget("smoke")
     assert grid.lccp_constant(b, "S2", b.ds_multiples[0], b.dl_multiples[0]).precision == "bf16"
     assert grid.lccp_linear_decay(b, "S2", b.ds_multiples[0], b.dl_multiples[0]).precision == "bf16"
     short = grid.short_stage(b, "S2")
     assert short.trunk.precision is None and all(c.precision is None for c in short.wsd.values())
     # the short stage keeps fp32, so its runs (and their hashes) are the fp32 budget's
-    assert short.trunk.hash == grid.short_stage(get_budget("smoke"), "S2").trunk.hash
-    fp32 = get_budget("smoke")
+    fp32 = dataclasses.replace(b, long_precision="fp32")
+    assert short.trunk.hash == grid.short_stage(fp32, "S2").trunk.hash
     assert grid.lccp_constant(fp32, "S2", fp32.ds_multiples[0], 1).precision is None  # fp32 keeps the hashes runs had before
     with pytest.raises(BudgetError, match=r"long_precision='fp16'.*fp32, bf16"):
         dataclasses.replace(fp32, long_precision="fp16")
