@@ -333,6 +333,7 @@ def test_a_member_with_a_non_finite_loss_stops_and_the_others_finish(tmp_path, m
     (dict(optimizer={"name": "muon+adamw", "weight_decay": 0.0}), "optimizer.weight_decay"),
     (dict(schedule={"kind": "constant", "lr": 1e-2}), "schedule.kind"),
     (dict(micro_batch_size=2), "micro_batch_size"),
+    (dict(precision="bf16"), "precision"),  # the ensemble trains in fp32 only
 ])
 def test_can_ensemble_rejects_a_mismatch_naming_the_field(tmp_path, change, field):
     base = cfg(20)

@@ -140,6 +140,9 @@ def can_ensemble(configs) -> tuple[bool, str]:
     ref = _shape_of(configs[0])
     seen = {}
     for i, c in enumerate(configs):
+        if c.precision is not None:  # the ensemble trains in fp32 only: a bf16 hash must hold bf16 weights
+            return False, (f"member {i} asks for precision {c.precision!r}; the ensemble trainer trains in fp32 "
+                           "only (train it with the solo trainer)")
         if c.hash in seen:
             return False, f"member {i} is the same run as member {seen[c.hash]} (hash {c.hash})"
         seen[c.hash] = i
