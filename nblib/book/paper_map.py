@@ -133,7 +133,7 @@ PAPER_MAP = [
      "05_downstream", "done"),
     # --- the Gemma blog --------------------------------------------------------------------------
     (W2, "Models A and B", "GPT-2 124M (124,439,808 params) and Gemma 3-style 113M (112,990,464), trained on one "
-     "stream; toy: the same proportions", "nblib.gemma.pair.pair_configs; nblib.gemma.pair.train_pair; nblib.pair_budget.ModelPairSpec",
+     "stream; toy: the same proportions", "nblib.gemma.pair.pair_configs; nblib.gemma.pair.train_pair; nblib.budgets.ModelPairSpec",
      "06_models_ab", "done"),
     (W2, "Parameter tables", "embedding vs non-embedding, by component", "nblib.gemma.pair.parameter_table", "06_models_ab",
      "done"),
