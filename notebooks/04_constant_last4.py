@@ -57,15 +57,15 @@ import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 from IPython.display import Image, display
 
 from nblib.book import findings, protocol_figures
 from nblib.book.chapter import Chapter
 from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
 from nblib.budgets import SCALES, get_budget, trajectory_compute
-from nblib.lccp import experiments, grid, merge, scaling
+from nblib.lccp import experiments, grid, scaling
 from nblib.lccp.evaluation import Evaluator
+from nblib.probes.results import records
 
 ch = Chapter("04_constant_last4", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root,
              scale=scale, allowed_scales=("S3", "S4", "S5"), n_boot=n_boot)
@@ -102,16 +102,7 @@ all_runs = sorted(set(const.run) | set(ld.run) | {traj.hash})
 
 # %% tags=["remove-output"]
 #| label: cell-weight-profiles
-K = 25
-fig, ax = plt.subplots(figsize=(6, 3.5))
-it = np.arange(1, K + 1)
-for m in (4, 8, 12, 25):
-    ax.plot(it, merge.last_m_weights(K, m), drawstyle="steps-mid", label=f"Last{m}")
-ax.plot(it, merge.one_sqrt_weights(it), label="1-Sqrt")
-ax.plot(it, merge.ema_weights(it, 0.9, 1), label="EMA β=0.9")
-ax.set(xlabel="checkpoint (oldest → newest)", ylabel="weight", title="Fig. 10: merging weight profiles")
-ax.legend(fontsize=8)
-ch.save_figure(fig, "fig10_weight_profiles")
+ch.save_figure(protocol_figures.weight_profiles_figure(25), "fig10_weight_profiles")
 
 # %% [markdown]
 # :::{figure} #cell-weight-profiles
@@ -134,14 +125,8 @@ ld_ref = ld[(ld.scale == "S4") & (ld.ds_mult == b.ds_multiples[-1]) & (ld.dl_mul
 
 # %% tags=["remove-output"]
 #| label: cell-observation-rules
-fig, ax = plt.subplots(figsize=(6.5, 4.5))
-for _, r in rules.iterrows():
-    ax.scatter(r.shortppl, r.longppl, s=30)
-    ax.annotate(r.rule, (r.shortppl, r.longppl), fontsize=7, xytext=(3, 3), textcoords="offset points")
-ax.scatter(ld_ref.shortppl, ld_ref.longppl, marker="*", s=200, c="k", label="Linear-Decay")
-ax.set(xlabel="ShortPPL", ylabel="LongPPL", title=f"Fig. 4a: observation rules (S4, Ds={b.ds_multiples[-1]}{b.unit}, "
-       f"Dl={b.dl_multiples[-1]}{b.unit})")
-ax.legend()
+fig = protocol_figures.observation_rules_figure(rules, ld_ref, f"S4, Ds={b.ds_multiples[-1]}{b.unit}, "
+                                                                f"Dl={b.dl_multiples[-1]}{b.unit}")
 ch.save_figure(fig, "fig04a_observation_rules", runs=[s4_run, ld_ref.run])
 
 # %% [markdown]
@@ -194,6 +179,37 @@ ch.save_table(ccc, "fig04b_ccc", runs=all_runs)
 # every S1-S4 point under the three protocols (seed by seed; Linear-Decay has one seed)
 ch.save_table(experiments.protocols_table(const, ld), "protocols_s1_s4", runs=all_runs)
 ccc.round(4)
+
+# %% [markdown]
+# ## Past the grid: where does Linear-Decay catch up?
+#
+# The paper's order (Fig. 4b) has Linear-Decay at or below Constant-Raw: a decay removes the
+# iterate's noise once progress is slow. While progress is fast, a decay gives up more of it
+# than it removes noise. So where, in $D_l$, does a decayed run catch up? The probe
+# `protocol_horizon` scores Linear-Decay runs to each $D_l$ against one Constant trajectory
+# (Raw and Last4) from the largest $D_s$, on the book's grid and at higher LCCP rates (`python
+# -m nblib.book.design_probe --budget-file data/probes/grid_designs/X.toml protocol_horizon
+# --scales S2 S4 --dls 15 30 60 120`; one seed; toy records, whatever this chapter's budget).
+
+# %%
+horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon"))
+rates = protocol_figures.design_rates([d for d in ("toy", "W", "X", "Y") if d in set(horizon.design)])
+turn = horizon[horizon.design.isin(list(rates))].reset_index(drop=True)
+ch.save_table(turn, "protocol_turn")
+ch.markdown(findings.protocol_turn_line(turn, rates, "toy"))
+
+# %% tags=["remove-output"]
+#| label: cell-protocol-turn
+fig = protocol_figures.protocol_turn_figure(turn, rates)
+ch.save_figure(fig, "fig_protocol_turn")
+
+# %% [markdown]
+# :::{figure} #cell-protocol-turn
+# :label: fig-protocol-turn
+# Beyond the paper, toy records: Linear-Decay minus Constant-Raw (left) and minus Last4
+# (right) in LongPPL against $D_l$, at S2 and S4 from $D_s$ = 450 N(S1), for the book's grid
+# and the same grid at higher LCCP rates; below the dashed line the decayed run is better.
+# :::
 
 # %% [markdown]
 # ## Fig. 5 and Table 4: Eq. 1 on Constant-Last4 data
@@ -416,11 +432,7 @@ ch.markdown(findings.constant_last4_findings(s4, ccc, wins, gain, split_a[1][0],
 
 # %% tags=["remove-output"]
 #| label: cell-last4-gain
-fig, ax = plt.subplots(figsize=(6, 3.2))
-sns.heatmap(100 * gain, annot=True, fmt=".1f", center=0, cmap="RdBu", cbar_kws={"label": "% LongPPL gain"}, ax=ax,
-            xticklabels=[f"{c:g}N" for c in gain.columns])
-ax.set(xlabel="$D_l$", ylabel="scale", title="Last4 against Raw: (Raw − Last4) / Raw")
-ch.save_figure(fig, "figA_last4_gain", runs=sorted(set(const.run)))
+ch.save_figure(protocol_figures.last4_gain_figure(gain), "figA_last4_gain", runs=sorted(set(const.run)))
 
 # %% [markdown]
 # :::{figure} #cell-last4-gain

@@ -514,6 +514,30 @@ def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
 
 
 
+def protocol_turn_line(horizon: pd.DataFrame, rates: dict, book: str) -> str:
+    """Chapter 4's one line on where the toy turns: for the book's design and each other
+    design of `rates` ({design: LCCP LR / short LR}), per scale, the first Dl probed where
+    Linear-Decay is at or below Constant-Raw (§4.1's order), or that it is not by the last."""
+    def where(design):
+        g = horizon[horizon.design == design]
+        parts = []
+        for scale, s in g.groupby("scale"):
+            s = s.sort_values("dl")
+            turn = s[s["LD - Raw"] <= 0]
+            parts.append(f"{scale} at Dl = {turn.dl.iloc[0]:g} N(S1) (LD - Raw {turn['LD - Raw'].iloc[0]:+.2f})"
+                         if len(turn) else
+                         f"{scale} not by {s.dl.max():g} N(S1) (LD - Raw {s['LD - Raw'].iloc[-1]:+.2f} there)")
+        return "; ".join(parts)
+
+    others = [d for d in rates if d != book and d in set(horizon.design)]
+    line = (f"**Where the toy turns**, the first Dl where Linear-Decay is at or below Constant-Raw. On the "
+            f"book's grid (LCCP at {rates[book]:.0%} of the short LR): {where(book)}.")
+    if others:
+        line += " At other LCCP rates on the same grid: " + "; ".join(
+            f"{rates[d]:.0%} ({d}): {where(d)}" for d in sorted(others, key=rates.get)) + "."
+    return line
+
+
 # Eq. 1's exponents and the axis each acts on (LCCP paper §3.2)
 EXPONENT_AXIS = {"alpha": "N", "beta_s": "Ds", "beta_l": "Dl"}
 

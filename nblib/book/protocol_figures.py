@@ -4,9 +4,52 @@ takes the chapter's tables and fits and returns a figure."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
 
+from nblib.book.budget_file import load_budget_file
 from nblib.book.figures import parity, token_ticks
-from nblib.lccp import scaling
+from nblib.budgets import get_budget
+from nblib.lccp import merge, scaling
+from nblib.probes.results import RESULTS
+
+
+def weight_profiles_figure(k: int = 25):
+    """Fig. 10 (App. B, Eqs. 3-7): the weight LastM (M = 4, 8, 12, k), 1-Sqrt and EMA(0.9)
+    give each of `k` checkpoints, oldest to newest."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    it = np.arange(1, k + 1)
+    for m in (4, 8, 12, k):
+        ax.plot(it, merge.last_m_weights(k, m), drawstyle="steps-mid", label=f"Last{m}")
+    ax.plot(it, merge.one_sqrt_weights(it), label="1-Sqrt")
+    ax.plot(it, merge.ema_weights(it, 0.9, 1), label="EMA β=0.9")
+    ax.set(xlabel="checkpoint (oldest → newest)", ylabel="weight", title="Fig. 10: merging weight profiles")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def observation_rules_figure(rules, ld_ref, where: str):
+    """Fig. 4a: LongPPL against ShortPPL of every App. B rule on one trajectory's pool
+    (`experiments.observation_rules`), and of the budget-matched Linear-Decay run `ld_ref`
+    (a star); `where` names the configuration in the title."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for _, r in rules.iterrows():
+        ax.scatter(r.shortppl, r.longppl, s=30)
+        ax.annotate(r.rule, (r.shortppl, r.longppl), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.scatter(ld_ref.shortppl, ld_ref.longppl, marker="*", s=200, c="k", label="Linear-Decay")
+    ax.set(xlabel="ShortPPL", ylabel="LongPPL", title=f"Fig. 4a: observation rules ({where})")
+    ax.legend()
+    return fig
+
+
+def last4_gain_figure(gain):
+    """The mean relative LongPPL gain of Last4 over Raw, (Raw - Last4) / Raw in percent, by
+    scale and Dl (`experiments.last4_vs_raw`), as a heatmap; blue: Last4 better."""
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    sns.heatmap(100 * gain, annot=True, fmt=".1f", center=0, cmap="RdBu", cbar_kws={"label": "% LongPPL gain"}, ax=ax,
+                xticklabels=[f"{c:g}N" for c in gain.columns])
+    ax.set(xlabel="$D_l$", ylabel="scale", title="Last4 against Raw: (Raw − Last4) / Raw")
+    return fig
 
 
 def protocols_figure(s4, ccc):
@@ -51,4 +94,36 @@ def cl4_fit_figure(res_a, res_b, split_a, fit_scales, scale: str, fitted_dl_max:
                 title=f"{scale} trajectory: R²={res_b.r2:.3f}, MAPE={res_b.mape:.2f}%")
     axes[2].legend(fontsize=8)
     fig.suptitle("Fig. 5: Eq. 1 under Constant-Last4")
+    return fig
+
+
+def design_rates(designs, book: str = "toy") -> dict:
+    """{design: LCCP LR / short LR} (App. A.3: the paper's 1/10): the budget `book` for the
+    book's grid, else the design file data/probes/grid_designs/<design>.toml."""
+    return {d: (get_budget(d) if d == book else load_budget_file(RESULTS / "grid_designs" / f"{d}.toml")).lccp_lr_frac
+            for d in designs}
+
+
+def protocol_turn_figure(horizon, rates: dict, book: str = "toy"):
+    """Where Linear-Decay catches up with Constant (§4.1's order, Fig. 4b; the records of
+    `experiments.protocol_horizon_table`): LD - Raw (left) and LD - Last4 (right) against Dl
+    for every (design, scale) probed, one colour per design of `rates` ({design: LCCP LR /
+    short LR}), `book` drawn as the book's grid; below 0 the decayed run is better."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    designs = [d for d in rates if d in set(horizon.design)]
+    colors = dict(zip(designs, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    markers = dict(zip(sorted(set(horizon.scale)), "osD^v"))
+    for ax, col in zip(axes, ("LD - Raw", "LD - Last4")):
+        for (design, scale), g in horizon[horizon.design.isin(designs)].groupby(["design", "scale"], sort=False):
+            g = g.sort_values("dl")
+            ax.plot(g.dl, g[col], marker=markers[scale], c=colors[design], ms=5,
+                    label=f"{'book grid' if design == book else design} ({rates[design]:.0%} LR), {scale}")
+        ax.axhline(0, c="k", lw=0.8, ls="--")
+        dls = sorted(set(horizon.dl))
+        ax.set(xscale="log", xlabel="$D_l$ (N(S1))", title=f"{col} (LongPPL)")
+        ax.set_xticks(dls, [f"{d:g}" for d in dls])
+        ax.minorticks_off()
+    axes[0].set_ylabel("LongPPL difference (< 0: Linear-Decay better)")
+    axes[1].legend(fontsize=7, ncol=2)
+    fig.suptitle("Where Linear-Decay catches up with Constant-Raw and Last4, past the grid's $D_l$")
     return fig

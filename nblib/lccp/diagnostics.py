@@ -31,9 +31,7 @@ from nblib.metrics.probes import copy_gain, heldout_loss
 from nblib.store.runstore import Run
 from nblib.training.runner import get_or_run_many
 
-# The scales whose stable trunks are trained with a second seed: the smallest, and the largest
-# that the S1-S4 fit uses. Their end-of-stable-phase held-out losses define the seed spread.
-SPREAD_SCALES = ("S1", "S4")
+SPREAD_SCALES = grid.SPREAD_SCALES  # the scales whose stable trunks have a second seed
 COPY_THRESHOLD = 1.0  # nats/token: the copy gain taken as "copies" (chapter 2's onset)
 
 
@@ -99,19 +97,13 @@ def copy_verdicts(copy: pd.DataFrame, short_seq_len: int) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 # the stable phase: still learning, by more than the seed spread?
 # ---------------------------------------------------------------------------------------
-def trunk_configs(budget, scales=SCALES, spread_scales=SPREAD_SCALES) -> list:
-    """The stable trunks: seed 0 at every scale, seed 1 at `spread_scales`."""
-    return [grid.short_stage(budget, s, seed).trunk for s in scales
-            for seed in ((0, 1) if s in spread_scales else (0,))]
-
-
 def stable_phase_table(ev: Evaluator, scales=SCALES, spread_scales=SPREAD_SCALES, workers=None) -> pd.DataFrame:
     """Held-out loss (mean NLL over the test documents cut into windows of the short
     context) of each stable trunk at its midpoint checkpoint and at its end: columns scale,
     seed, mid_tokens, end_tokens, loss_mid, loss_end, drop (= loss_mid - loss_end).
-    Trains the trunks the store lacks (the second seeds, after chapter 3's grid)."""
+    Trains the trunks the store lacks (chapter 3's grid pool trains them first)."""
     b, store, tok = ev.budget, ev.store, ev.tokenizer
-    cfgs = trunk_configs(b, scales, spread_scales)
+    cfgs = grid.trunk_configs(b, scales, spread_scales)
     get_or_run_many(store, cfgs, workers=workers, desc="stable trunks")
     rows = []
     for cfg in cfgs:

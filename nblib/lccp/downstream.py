@@ -24,7 +24,8 @@ from nblib.evals import ruler as R
 from nblib.lccp import experiments
 from nblib.lccp.merge import merge
 from nblib.metrics.attention_maps import retrieval_head_scores
-from nblib.store.runstore import Run
+from nblib.store.runstore import Run, RunStore
+from nblib.training.runner import MemoJob, memo_many
 
 PAPER_POINTS = PAPER_POST_TRAINING_POINTS  # Dl/N of the checkpoints the paper extends (§5.2, Fig. 8a)
 
@@ -91,29 +92,40 @@ def ruler_scores(model, tokenizer, suite: dict, max_new: int | None) -> dict:
             for t, v in suite.items()}
 
 
-def _scores_along_trajectory(budget: Budget, run: Run, suite: dict, points, name: str, scores):
-    """(dl, protocol, {task: result}) for the Raw checkpoint and Last4 (the uniform average of
-    the four checkpoints, App. B.1) at every Dl/N point: `scores(model, tokenizer, suite,
-    max_new)`, cached in the run folder under `name`, the suite's key and the checkpoints."""
-    tok = get_tokenizer(budget.tokenizer)
-    key = _suite_key(suite, budget.ruler_max_new)
-    for dl in points or trajectory_points(budget):
+def checkpoint_scores(run: Run, steps: tuple, scores, suite: dict, tokenizer: str, max_new: int | None) -> dict:
+    """`scores(model, tokenizer, suite, max_new)` of the Raw checkpoint (one step) or of
+    Last4 (several steps: their uniform average, App. B.1)."""
+    model = run.load_model(steps[0]) if len(steps) == 1 else run.load_model(
+        state_dict=merge("lastM", [run.checkpoint(s).weights for s in steps], iterations=list(steps)))
+    return scores(model, get_tokenizer(tokenizer), suite, max_new)
+
+
+def _scores_along_trajectory(budget: Budget, run: Run, suites: dict, name: str, scores) -> list[tuple]:
+    """[(dl, protocol, {task: result})] for the Raw checkpoint and Last4 (the uniform average
+    of the four checkpoints, App. B.1) at every Dl/N point of `suites` ({dl: suite}):
+    `scores(model, tokenizer, suite, max_new)`, cached in the run folder under `name`, the
+    suite's key and the checkpoints, and computed in parallel worker processes
+    (`runner.memo_many`)."""
+    jobs, where = [], []
+    for dl, suite in suites.items():
+        key = _suite_key(suite, budget.ruler_max_new)
         raw = experiments.step_at(run, dl)
         last4 = experiments.last4_steps(run, dl, budget.s5_last4_gap)
         for protocol, steps in (("Raw", [raw]), ("Last4", last4)):
-            def compute(steps=steps):
-                model = run.load_model(steps[0]) if len(steps) == 1 else run.load_model(
-                    state_dict=merge("lastM", [run.checkpoint(s).weights for s in steps], iterations=steps))
-                return scores(model, tok, suite, budget.ruler_max_new)
             tag = "-".join(map(str, steps))
-            yield dl, protocol, run.memo(f"{name}-{key}-{protocol}-{tag}", compute, steps=steps)
+            jobs.append(MemoJob(run.hash, f"{name}-{key}-{protocol}-{tag}", tuple(steps), checkpoint_scores,
+                                (tuple(steps), scores, suite, budget.tokenizer, budget.ruler_max_new)))
+            where.append((dl, protocol))
+    values = memo_many(RunStore(run.path.parent), jobs, desc=f"{name} along the trajectory")
+    return [(dl, protocol, v) for (dl, protocol), v in zip(where, values)]
 
 
 def ruler_along_trajectory(budget: Budget, run: Run, suite: dict, points=None) -> pd.DataFrame:
     """RULER of the Raw checkpoint and of Last4 at every point of the trajectory (Fig. 7, Fig. 12):
     long form, columns dl, protocol (Raw | Last4), task, score."""
+    suites = dict.fromkeys(points or trajectory_points(budget), suite)
     rows = []
-    for dl, protocol, res in _scores_along_trajectory(budget, run, suite, points, "ruler", ruler_scores):
+    for dl, protocol, res in _scores_along_trajectory(budget, run, suites, "ruler", ruler_scores):
         rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
     return pd.DataFrame(rows)
 
@@ -141,12 +153,11 @@ def needles_along_trajectory(budget: Budget, run: Run, suite: dict, points=None)
     `suite` is one suite for every point, or {Dl/N: suite} (`code_needle_suites`)."""
     points = list(points or trajectory_points(budget))
     by_point = suite if all(p in suite for p in points) else dict.fromkeys(points, suite)
+    prompts = {dl: max((len(v) for v in by_point[dl].values() if isinstance(v, list)), default=0) for dl in points}
     rows = []
-    for dl in points:
-        s = by_point[dl]
-        n = max((len(v) for v in s.values() if isinstance(v, list)), default=0)
-        for _, protocol, res in _scores_along_trajectory(budget, run, s, [dl], "needles", needle_scores):
-            rows += needle_rows(res, dl=dl, protocol=protocol, prompts=n)
+    for dl, protocol, res in _scores_along_trajectory(budget, run, {dl: by_point[dl] for dl in points}, "needles",
+                                                      needle_scores):
+        rows += needle_rows(res, dl=dl, protocol=protocol, prompts=prompts[dl])
     return pd.DataFrame(rows)
 
 

@@ -33,10 +33,13 @@ def _row(budget: Budget, scale: str, short_run: Run, long_run: Run, ds_mult, dl_
 def linear_decay_table(ev: Evaluator, scales=SCALES, workers=None) -> pd.DataFrame:
     """One row per Linear-Decay configuration (§3.1): N, realized Ds and Dl, LongPPL, ShortPPL.
 
-    Trains whatever the store lacks (parents first, in parallel), then evaluates.
+    Trains whatever the store lacks (parents first, in parallel), then evaluates. The pool
+    also trains the second seed of the stable trunks (`grid.trunk_configs`, for chapter 3's
+    seed spread): trained beside the grid, no core idles while they finish alone.
     """
     b, store = ev.budget, ev.store
-    get_or_run_many(store, grid.linear_decay_grid(b, scales), workers=workers, desc="Linear-Decay grid")
+    get_or_run_many(store, grid.linear_decay_grid(b, scales) + grid.trunk_configs(b, scales), workers=workers,
+                    desc="Linear-Decay grid")
     keys = []
     for scale in scales:
         pairs = b.s5_configs if scale == "S5" else [(ds, dl) for ds in b.ds_multiples for dl in b.dl_multiples]

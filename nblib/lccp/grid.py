@@ -215,6 +215,18 @@ def linear_decay_grid(budget: Budget, scales=("S1", "S2", "S3", "S4")) -> list[R
     return out
 
 
+# The scales whose stable trunks are trained with a second seed: the smallest, and the largest
+# that the S1-S4 fit uses. Their end-of-stable-phase held-out losses define the seed spread
+# (App. A.3's WSD stable phase: is the short stage still learning?).
+SPREAD_SCALES = ("S1", "S4")
+
+
+def trunk_configs(budget: Budget, scales=SCALES, spread_scales=SPREAD_SCALES) -> list[RunConfig]:
+    """The stable trunks: seed 0 at every scale, seed 1 at `spread_scales`."""
+    return [short_stage(budget, s, seed).trunk for s in scales
+            for seed in ((0, 1) if s in spread_scales else (0,))]
+
+
 def long_trajectory(budget: Budget, scale: str = "S5") -> RunConfig:
     """The long Constant trajectory (§4.2: S5 from the largest Ds to Dl = s5_trajectory,
     a checkpoint every s5_ckpt_every)."""

@@ -33,7 +33,8 @@ from nblib.evals import long_benchmarks as LB
 from nblib.evals import ruler as R
 from nblib.lccp import downstream, experiments, grid
 from nblib.lccp.sft import PAPER_SFT_SEEDS, build_sft_mixture, default_sft_tokens, sft_config
-from nblib.store.runstore import Run, RunConfig
+from nblib.store.runstore import Run, RunConfig, RunStore
+from nblib.training.runner import MemoJob, memo_many
 
 PAPER_EXT_TOKENS = 2.10e9  # §5.2: the 128K extension stage at S5
 PROTOCOLS = ("Raw", "Last4")
@@ -133,27 +134,37 @@ def benchmark_suite(budget: Budget, length: int | None = None, seed: int = 0) ->
                                  seed, budget.post_training_samples)
 
 
-def _score(run: Run, budget: Budget, suite: dict, scorer, tag: str, compute=None) -> dict:
-    """The final model's scores on a suite, cached in the run folder under the suite's key:
-    `scorer(samples, greedy predictions)` per task, or what `compute()` returns."""
-    tok = get_tokenizer(budget.tokenizer)
+def _final_task_scores(run: Run, scorer, suite: dict, tokenizer: str, max_new: int | None) -> dict:
+    """`scorer(samples, greedy predictions)` of the run's final model on every task that fits."""
+    model, tok = run.load_model(), get_tokenizer(tokenizer)
+    return {t: scorer(v, R.predict(model, tok, v, max_new)) if isinstance(v, list) else float("nan")
+            for t, v in suite.items()}
+
+
+def _final_needle_scores(run: Run, suite: dict, tokenizer: str, max_new: int | None) -> dict:
+    """`downstream.needle_scores` of the run's final model."""
+    return downstream.needle_scores(run.load_model(), get_tokenizer(tokenizer), suite, max_new)
+
+
+def _scores(budget: Budget, runs: list, suite: dict, tag: str, fn, *args) -> list[dict]:
+    """Each final model's scores on a suite, `fn(run, *args, suite, tokenizer, max_new)`,
+    cached in its run folder under `tag` and the suite's key, and computed in parallel worker
+    processes (`runner.memo_many`)."""
     key = _key({t: [s.text for s in v] if isinstance(v, list) else v for t, v in suite.items()}
                | {"_max_new": budget.ruler_max_new})
-    step = run.config.total_steps
-
-    def by_scorer():
-        model = run.load_model()
-        return {t: scorer(v, R.predict(model, tok, v, budget.ruler_max_new)) if isinstance(v, list) else float("nan")
-                for t, v in suite.items()}
-    return run.memo(f"{tag}-{key}", compute or by_scorer, steps=[step])
+    if not runs:
+        return []
+    jobs = [MemoJob(r.hash, f"{tag}-{key}", (r.config.total_steps,), fn,
+                    (*args, suite, budget.tokenizer, budget.ruler_max_new)) for r in runs]
+    return memo_many(RunStore(runs[0].path.parent), jobs, desc=tag)
 
 
 def ruler_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
     """RULER of each extended model (Fig. 8a, Fig. 13): runs {(dl, protocol): Run};
     long form, columns dl, protocol, task, score."""
     rows = []
-    for (dl, protocol), run in runs.items():
-        res = _score(run, budget, suite, R.score_task, "ruler-final")
+    for (dl, protocol), res in zip(runs, _scores(budget, list(runs.values()), suite, "ruler-final",
+                                                 _final_task_scores, R.score_task)):
         rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
     return pd.DataFrame(rows)
 
@@ -162,11 +173,9 @@ def needles_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
     """The code-form single needles of each extended model (Fig. 13's needle test, in the
     measures of `downstream.needles_along_trajectory`): runs {(dl, protocol): Run}; columns
     dl, protocol, task and `downstream.NEEDLE_COLUMNS`."""
-    tok = get_tokenizer(budget.tokenizer)
     rows = []
-    for (dl, protocol), run in runs.items():
-        res = _score(run, budget, suite, None, "needles-final",
-                     compute=lambda run=run: downstream.needle_scores(run.load_model(), tok, suite, budget.ruler_max_new))
+    for (dl, protocol), res in zip(runs, _scores(budget, list(runs.values()), suite, "needles-final",
+                                                 _final_needle_scores)):
         rows += downstream.needle_rows(res, dl=dl, protocol=protocol)
     return pd.DataFrame(rows)
 
@@ -176,8 +185,8 @@ def benchmarks_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
     {(dl, protocol, seed): Run}; long form, columns dl, protocol, seed, benchmark, task, score."""
     bench_of = {t: b for b, ts in LB.BENCHMARKS.items() for t in ts}
     rows = []
-    for (dl, protocol, seed), run in runs.items():
-        res = _score(run, budget, suite, LB.score_task, "benchmarks-final")
+    for (dl, protocol, seed), res in zip(runs, _scores(budget, list(runs.values()), suite, "benchmarks-final",
+                                                       _final_task_scores, LB.score_task)):
         rows += [{"dl": dl, "protocol": protocol, "seed": seed, "benchmark": bench_of[t], "task": t,
                   "score": res[t]} for t in suite]
     return pd.DataFrame(rows)

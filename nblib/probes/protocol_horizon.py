@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spacings", type=float, nargs="*", default=[],
                    help="also score Last4 with its checkpoints this many units apart (App. B.1; records "
                         "'Last4(2N)'...), beside the budget's own spacing")
+    p.add_argument("--no-ld", action="store_true",
+                   help="score the Constant trajectory only (Raw and Last4 at each Dl), no Linear-Decay run: "
+                        "S5's trajectory at a design's LCCP rate, for its Spearman rho (§4.2's claim)")
     p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
     p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
     return p
@@ -83,7 +86,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     for scale in a.scales:
         short = grid.short_stage(b, scale)
         const = constant_config(b, scale, ds, top)
-        lds = {dl: grid.lccp_linear_decay(b, scale, ds, dl) for dl in a.dls}
+        lds = {} if a.no_ld else {dl: grid.lccp_linear_decay(b, scale, ds, dl) for dl in a.dls}
         cfgs += [short.trunk, short.wsd[ds], const, *lds.values()]
         plan.append((scale, const, lds))
     t0 = time.time()
@@ -94,10 +97,12 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
         spacing = b.last4_gap(b.s5_ckpt_every if const.hash == experiments.trajectory_config(b, "S5").hash
                              else b.constant_ckpt_every)
         for dl in a.dls:
-            jobs += [(lds[dl].hash, "raw", "final", None, {}),
-                     (run.hash, "raw", experiments.step_at(run, dl), None, {}),
+            if dl in lds:
+                jobs.append((lds[dl].hash, "raw", "final", None, {}))
+                meta.append((scale, dl, "LD", lds[dl].hash))
+            jobs += [(run.hash, "raw", experiments.step_at(run, dl), None, {}),
                      (run.hash, "merged", experiments.last4_steps(run, dl, spacing), "lastM", {"m": 4})]
-            meta += [(scale, dl, "LD", lds[dl].hash), (scale, dl, "Raw", run.hash), (scale, dl, "Last4", run.hash)]
+            meta += [(scale, dl, "Raw", run.hash), (scale, dl, "Last4", run.hash)]
             for sp in a.spacings:  # App. B.1's spacing ablation at this Dl
                 jobs.append((run.hash, "merged", experiments.last4_steps(run, dl, sp), "lastM", {"m": 4}))
                 meta.append((scale, dl, f"Last4({sp:g}N)", run.hash))

@@ -2,7 +2,8 @@
 
 This module sits above the run store (which only stores) and the trainer (which trains
 one run): `get_or_run` takes a run's lock and trains it unless it is finished;
-`get_or_run_many` trains many configs, parents before children. The run grid is
+`get_or_run_many` trains many configs, parents before children; `memo_many` computes many
+cached evaluations (`Run.memo`) of finished runs in the same kind of pool. The run grid is
 embarrassingly parallel apart from its dependencies (an LCCP run starts from a
 short-context checkpoint; a WSD decay branches from its stable run), so `run_dag` submits
 every config whose parent is finished to a pool of single-thread workers. At the `full`
@@ -11,19 +12,23 @@ budget on a GPU machine each run goes through `torchrun` over every local GPU in
 
 from __future__ import annotations
 
+import atexit
 import json
 import multiprocessing as mp
 import os
 import subprocess
 import sys
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from tqdm import tqdm
 
 from nblib.data import get_tokenizer
 from nblib.store.runstore import Run, RunConfig, RunStore, check_buildable
+from nblib.training.threads import fixed_threads
 from nblib.training.train import train
 
 
@@ -180,3 +185,66 @@ def run_dag(store: RunStore, configs: list, workers: int | None = None, progress
                 bar.update(1)
     bar.close()
     return runs
+
+
+# ---------------------------------------------------------------------------------------
+# cached evaluations of finished runs, in parallel
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoJob:
+    """One cached evaluation: `fn(run, *args)` of the run `run_hash`, stored by `Run.memo`
+    under `key`, reading the checkpoints `steps`. `fn` is a module-level function, so a
+    worker process can be sent it."""
+
+    run_hash: str
+    key: str
+    steps: tuple
+    fn: Callable
+    args: tuple = field(default=())
+
+
+def _memo_one(root: str, job: MemoJob):
+    run = RunStore(root).by_hash(job.run_hash)
+    with fixed_threads(1):  # one thread wherever it is computed: a worker's value is the kernel's
+        return run.memo(job.key, lambda: job.fn(run, *job.args), steps=list(job.steps))
+
+
+_MEMO_POOLS: dict = {}
+
+
+def memo_pool(workers: int) -> ProcessPoolExecutor:
+    """One pool of `workers` one-thread processes for the life of this process (a chapter's
+    kernel): its workers start once (importing torch takes seconds), not once per call."""
+    if workers not in _MEMO_POOLS:
+        _MEMO_POOLS[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                                   initializer=_worker_init, initargs=(1,))
+        atexit.register(_MEMO_POOLS[workers].shutdown, cancel_futures=True)
+    return _MEMO_POOLS[workers]
+
+
+def memo_many(store: RunStore, jobs: list[MemoJob], workers: int | None = None, progress: bool = True,
+              desc: str = "evaluations") -> list:
+    """The values of many cached evaluations (`Run.memo`), in the order of `jobs`.
+
+    Those the store lacks are computed in a pool of single-thread worker processes (one
+    per core, as `get_or_run_many` trains; the pool lives as long as this process), then every value is read back through
+    `Run.memo`, which checks it against its checkpoints. Each value is computed at one
+    thread however many workers there are, so the pool's size never changes a score
+    (tests/test_memo_many.py)."""
+    workers = workers or default_workers()
+    root = str(store.root)
+    missing = [j for j in jobs if not (store.root / j.run_hash / "evals" / f"{j.key}.json").exists()]
+    if workers > 1 and len(missing) > 1:
+        pool = memo_pool(workers)
+        futs = [pool.submit(_memo_one, root, j) for j in missing]
+        try:
+            for fut in tqdm(as_completed(futs), total=len(futs), desc=desc, disable=not progress):
+                fut.result()
+        except BaseException:
+            for f in futs:
+                f.cancel()
+            if isinstance(pool, ProcessPoolExecutor) and getattr(pool, "_broken", False):
+                _MEMO_POOLS.pop(workers, None)  # a worker died: the next call starts a new pool
+            raise
+        missing = []
+    return [_memo_one(root, j) for j in tqdm(jobs, desc=desc, disable=not (progress and missing))]
