@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -34,16 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import run_facts, write_results
 from nblib.budgets import get_budget
 from nblib.lccp import grid
-from nblib.probes.results import command_line, write_manifest
-from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training.ensemble import can_ensemble, train_ensemble
 from nblib.training.runner import get_or_run
 from nblib.training.train import stream_for
 
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def member_configs(b, scale: str, members: int, steps: int) -> list[RunConfig]:
@@ -133,12 +130,7 @@ def main(argv=None) -> int:
                f"runs/h of {r['steps']} steps)" for r in rows]
     data = {"benchmark": "ensemble_throughput", "budget": b.name, "threads": args.threads, "members": args.members,
             "steps": args.steps, "repeats": args.repeats, "rows": rows, "summary": summary,
-            "date": time.strftime("%Y-%m-%d"), "wall_s": round(time.time() - t_start, 1),
-            "load_average_at_start": [round(x, 2) for x in load0],
-            "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-            "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__}}
-    OUT.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(OUT / "bench_ensemble.json", data)
+            **run_facts(load0, t_start)}
     md = ["| scale | d_model | batch x seq | runs/h ensemble | runs/h one by one | speedup (wall) | speedup (CPU time) "
           "| max rel loss diff |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     md += [f"| {r['scale']} | {r['d_model']} | {r['batch']} x {r['seq_len']} | {r['runs_per_hour_ensemble']:,.0f} | "
@@ -147,9 +139,7 @@ def main(argv=None) -> int:
     head = (f"Ensemble of {args.members} against {args.members} solo runs one after the other, {args.steps} steps "
             f"each, {args.threads} thread(s), best of {args.repeats}; load average {load0[0]:.1f} at start "
             f"({os.cpu_count()} CPUs)\n\n")
-    atomic_write_text(OUT / "bench_ensemble.md", head + "\n".join(md) + "\n")
-    write_manifest([OUT / "bench_ensemble.json", OUT / "bench_ensemble.md"], OUT / "bench_ensemble.manifest.json",
-                   module="benchmarks.bench_ensemble", command=command_line("python -m benchmarks.bench_ensemble", argv))
+    write_results("bench_ensemble", data, head + "\n".join(md) + "\n", argv)
     print("\n".join(summary))
     return 0
 

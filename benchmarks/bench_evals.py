@@ -21,25 +21,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-
+from benchmarks import run_facts, write_results
 from nblib.budgets import get_budget
 from nblib.data import get_tokenizer
 from nblib.lccp import downstream, grid
-from nblib.probes.results import command_line, write_manifest
-from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training.runner import MemoJob, default_workers, get_or_run, memo_many, memo_pool
 from nblib.training.threads import KERNEL_THREADS, fixed_threads
-
-OUT = Path(__file__).resolve().parent / "results"
 
 
 def model_configs(b, scale: str, models: int) -> list[RunConfig]:
@@ -113,13 +107,8 @@ def main(argv=None) -> int:
                f"{r['models']} models)" for r in rows]
     data = {"benchmark": "downstream_evaluations", "budget": b.name, "scale": args.scale,
             "d_model": b.scale(args.scale).model["d_model"], "kernel_threads": KERNEL_THREADS,
-            "pool_workers": default_workers(), "pool_startup_s": round(startup, 2), "repeats": args.repeats, "rows": rows, "summary": summary,
-            "date": time.strftime("%Y-%m-%d"), "wall_s": round(time.time() - t_start, 1),
-            "load_average_at_start": [round(x, 2) for x in load0],
-            "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-            "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__}}
-    OUT.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(OUT / "bench_evals.json", data)
+            "pool_workers": default_workers(), "pool_startup_s": round(startup, 2), "repeats": args.repeats,
+            "rows": rows, "summary": summary, **run_facts(load0, t_start)}
     md = ["| suite | models | prompts per model | kernel, 2 threads (s) | pool, 2 x 1 thread (s) | speedup |",
           "|---|---:|---:|---:|---:|---:|"]
     md += [f"| {r['suite']} | {r['models']} | {r['prompts_per_model']} | {r['wall_s_kernel']:.1f} | "
@@ -127,9 +116,7 @@ def main(argv=None) -> int:
     head = (f"Chapter 5's evaluations of {args.models} {args.scale} models ({b.name} budget): in the kernel one "
             f"after the other against `memo_many`'s pool, best of {args.repeats}; load average {load0[0]:.1f} at "
             f"start ({os.cpu_count()} CPUs)\n\n")
-    atomic_write_text(OUT / "bench_evals.md", head + "\n".join(md) + "\n")
-    write_manifest([OUT / "bench_evals.json", OUT / "bench_evals.md"], OUT / "bench_evals.manifest.json",
-                   module="benchmarks.bench_evals", command=command_line("python -m benchmarks.bench_evals", argv))
+    write_results("bench_evals", data, head + "\n".join(md) + "\n", argv)
     print("\n".join(summary))
     return 0
 

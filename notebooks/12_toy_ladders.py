@@ -80,6 +80,24 @@ else:
     print(f"no records at {horizon_path}")
 
 # %% [markdown]
+# ### The LCCP rate on the book's grid
+#
+# Designs W, X and Y are the book's grid with LCCP at 15%, 20% and 30% of the short stage's LR
+# (the paper's 10%, App. A.3); their Linear-Decay gaps are rows of the table above. A higher
+# rate reaches the noise floor sooner, which is where a decay and an average pay; it must not
+# bring back the erosion of S5's trajectory. Below, S5's Constant trajectory at each rate,
+# scored alone (`protocol_horizon --scales S5 --no-ld`; records `toy_rate_trajectory.jsonl`).
+
+# %%
+rate_path = record_path("toy_rate_trajectory")
+if rate_path.exists():
+    rate_traj = experiments.rate_trajectory_table(records("toy_rate_trajectory"))
+    ch.save_table(rate_traj, "rate_trajectory")
+    display(rate_traj.round(3))
+else:
+    print(f"no records at {rate_path}")
+
+# %% [markdown]
 # On design R, Linear-Decay trails Constant-Raw at $D_l$ = 30 and 60 N(S1) at S4 and S5 and is
 # the best of the three at 120: the toy's grid ($D_l$ = 10-30) sits in the progress-limited
 # regime, and the paper's order of LD and Raw arrives near 120 N(S1). With the budget's 1 N

@@ -366,3 +366,30 @@ def protocol_horizon_table(records: pd.DataFrame) -> pd.DataFrame:
     for c in spaced:
         t[f"LD - {c}"] = t["LD"] - t[c]
     return t.reset_index()
+
+
+def rate_trajectory_table(records: pd.DataFrame, from_dl: float = 10, start_dl: float = 30) -> pd.DataFrame:
+    """A Constant trajectory at each design's LCCP rate (records of `python -m nblib.probes
+    protocol_horizon --no-ld`; §4.2's claim that it keeps improving): one row per (design,
+    scale) with its points, the Spearman rho of Last4 and of Raw LongPPL against Dl over
+    Dl >= `from_dl`, Last4 at `start_dl` and at the last point, and whether each of the last
+    three points is at or below Last4 at `start_dl`. A design is named as in
+    `protocol_horizon_table`."""
+    from scipy.stats import spearmanr
+
+    if records.empty:
+        return pd.DataFrame()
+    r = records.assign(design=records["budget"].map(lambda p: str(p).rsplit("/", 1)[-1].removesuffix(".toml")))
+    r = r.drop_duplicates(["design", "scale", "ds", "dl", "protocol"], keep="last")
+    rows = []
+    for (design, scale, ds), g in r[r.dl >= from_dl].groupby(["design", "scale", "ds"], sort=False):
+        last4 = g[g.protocol == "Last4"].set_index("dl")["longppl"].sort_index()
+        raw = g[g.protocol == "Raw"].set_index("dl")["longppl"].sort_index()
+        start = float(last4.get(start_dl, float("nan")))
+        rows.append({"design": design, "scale": scale, "ds": ds, "points": len(last4),
+                     "dl_max": float(last4.index.max()),
+                     "rho Last4": float(spearmanr(last4.index, last4.to_numpy()).statistic),
+                     "rho Raw": float(spearmanr(raw.index, raw.to_numpy()).statistic),
+                     f"Last4 at {start_dl:g}": start, "Last4 at end": float(last4.iloc[-1]),
+                     f"last 3 <= at {start_dl:g}": bool((last4.iloc[-3:] <= start).all())})
+    return pd.DataFrame(rows)

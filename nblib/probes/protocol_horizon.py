@@ -12,7 +12,9 @@ its decay spread over that Dl) against one Constant trajectory (the grid's `lccp
 seed 0, extended to the largest Dl; at S5 from the largest Ds it is chapter 4's trajectory),
 scored Raw and Last4 at the same Dl (and, with `--spacings`, Last4 with its checkpoints further
 apart: App. B.1), through the book's trainer and LongPPL evaluator. One JSON line per (scale,
-Ds, Dl, protocol) goes to data/probes/toy_protocol_horizon.jsonl.
+Ds, Dl, protocol) goes to data/probes/toy_protocol_horizon.jsonl. With `--no-ld` it scores the
+Constant trajectory alone, Raw and Last4 at each Dl (records in toy_rate_trajectory.jsonl with
+`--out`): S5's trajectory at a design's LCCP rate, for its Spearman rho.
 
     python -m nblib.probes protocol_horizon --scales S4 --dls 30 60 120   # the book's budget
     python -m nblib.book.design_probe --budget-file data/probes/grid_designs/R.toml \\
@@ -34,7 +36,7 @@ from nblib.probes import results
 from nblib.store.runstore import RunStore
 from nblib.training.runner import get_or_run_many
 
-RECORDS = ("toy_protocol_horizon.jsonl",)
+RECORDS = ("toy_protocol_horizon.jsonl", "toy_rate_trajectory.jsonl")
 
 
 def parser() -> argparse.ArgumentParser:
