@@ -193,7 +193,7 @@ ccc.round(4)
 
 # %%
 horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon"))
-rates = protocol_figures.design_rates([d for d in ("toy", "W", "X", "Y") if d in set(horizon.design)])
+rates = protocol_figures.design_rates([d for d in ("toy", "W", "X", "Y", "Z") if d in set(horizon.design)])
 turn = horizon[horizon.design.isin(list(rates))].reset_index(drop=True)
 ch.save_table(turn, "protocol_turn")
 ch.markdown(findings.protocol_turn_line(turn, rates, "toy"))
@@ -207,8 +207,9 @@ ch.save_figure(fig, "fig_protocol_turn")
 # :::{figure} #cell-protocol-turn
 # :label: fig-protocol-turn
 # Beyond the paper, toy records: Linear-Decay minus Constant-Raw (left) and minus Last4
-# (right) in LongPPL against $D_l$, at S2 and S4 from $D_s$ = 450 N(S1), for the book's grid
-# and the same grid at higher LCCP rates; below the dashed line the decayed run is better.
+# (right) in LongPPL against $D_l$, at S2 and S4 from $D_s$ = 450 N(S1), for the book's grid,
+# the same grid at higher LCCP rates (W, X, Y) and Y with half the sequences an LCCP step (Z);
+# below the dashed line the decayed run is better.
 # :::
 
 # %% [markdown]

@@ -310,9 +310,13 @@ GRID_DESIGNS = sorted((Path(__file__).parents[1] / "data" / "probes" / "grid_des
 
 
 RATE_DESIGNS = {"W": 0.15, "X": 0.2, "Y": 0.3}  # issue 55's first rung: the book's grid at other LCCP rates
+NOISE_DESIGNS = {"Z": (0.3, 2)}  # its second: a rate and fewer sequences an LCCP step
 
 
-@pytest.mark.parametrize("path", [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS)],
+LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS)]
+
+
+@pytest.mark.parametrize("path", LADDER_DESIGNS,
                          ids=lambda p: p.name)
 def test_every_grid_design_of_the_ladder_reads_and_changes_the_toy(path):
     """Chapter 2's ladder rows I-U are budget files over grid F (F.toml); each changes F's LCCP
@@ -331,6 +335,19 @@ def test_a_rate_design_is_the_books_grid_at_another_lccp_rate(stem):
     own; they change every LCCP run (LR) and no short-stage run, so a probe reuses the book's."""
     b, toy = load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
     assert b == replace(toy, lccp_lr_frac=RATE_DESIGNS[stem])
+    with grid.placeholder_corpus():
+        for st, base in zip(grid.grid_runs(b), grid.grid_runs(toy)):
+            for c, c0 in zip(st.configs, base.configs):
+                assert (c.hash != c0.hash) == _entered(st.stage, st.scale, "lccp"), (st.what, c.label)
+
+
+@pytest.mark.parametrize("stem", sorted(NOISE_DESIGNS))
+def test_a_noise_design_is_the_books_grid_at_another_rate_and_lccp_batch(stem):
+    """Z: the book's toy with LCCP at another rate and fewer sequences a step at every scale;
+    like the rate designs it changes every LCCP run and no short-stage run."""
+    rate, batch = NOISE_DESIGNS[stem]
+    b, toy = load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
+    assert b == replace(toy, lccp_lr_frac=rate, scales={k: replace(v, batch_long=batch) for k, v in toy.scales.items()})
     with grid.placeholder_corpus():
         for st, base in zip(grid.grid_runs(b), grid.grid_runs(toy)):
             for c, c0 in zip(st.configs, base.configs):

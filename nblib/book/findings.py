@@ -533,8 +533,8 @@ def protocol_turn_line(horizon: pd.DataFrame, rates: dict, book: str) -> str:
     line = (f"**Where the toy turns**, the first Dl where Linear-Decay is at or below Constant-Raw. On the "
             f"book's grid (LCCP at {rates[book]:.0%} of the short LR): {where(book)}.")
     if others:
-        line += " At other LCCP rates on the same grid: " + "; ".join(
-            f"{rates[d]:.0%} ({d}): {where(d)}" for d in sorted(others, key=rates.get)) + "."
+        line += " Other designs on the same short stages: " + "; ".join(
+            f"{d} (LCCP at {rates[d]:.0%}): {where(d)}" for d in sorted(others, key=lambda d: (rates[d], d))) + "."
     return line
 
 

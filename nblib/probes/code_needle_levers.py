@@ -46,11 +46,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 
 import numpy as np
-import torch
 
 from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
@@ -77,20 +75,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--protocols", nargs="+", default=["Raw", "Last4"], choices=["Raw", "Last4"])
     p.add_argument("--lengths", type=int, nargs="+", default=[0], help="prompt lengths (0: the LCCP context)")
     p.add_argument("--samples", type=int, default=20, help="prompts per subtask")
-    p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
-    p.add_argument("--threads", type=int, default=2)
     p.add_argument("--layers", type=int, default=0,
                    help="train and probe the scale with this many layers (0: the budget's model, from the store)")
-    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    results.add_probe_args(p, RECORDS, run_root="runs", threads=2, run_root_help="the run store (default: the book's)")
     return p
 
 
 def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
     budget file's, read by `python -m nblib.book.design_needles` (budget files are the book's)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    torch.set_num_threads(a.threads)
+    argv, a = results.parse_probe_args(parser(), argv)
     b = budget or get_budget(a.budget)
     budget_name = budget_name or b.name
     tok = get_tokenizer(b.tokenizer)

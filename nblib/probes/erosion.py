@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 
 import numpy as np
@@ -148,16 +147,12 @@ def parser() -> argparse.ArgumentParser:
                    help="LCCP on aligned windows (Budget.lccp_aligned: a long document's segments are sequences "
                         "of their own, App. A.4) instead of windows cut across pieces")
     p.add_argument("--n-windows", type=int, default=16)
-    p.add_argument("--run-root", default="runs")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    results.add_probe_args(p, RECORDS, run_root="runs", threads=2)
     return p
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    torch.set_num_threads(a.threads)
+    argv, a = results.parse_probe_args(parser(), argv)
     base = get_grid(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     store = RunStore(a.run_root)

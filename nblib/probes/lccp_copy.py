@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-
-import torch
 
 from nblib.budgets import LLAMA_VARIANTS
 from nblib.data import get_tokenizer
@@ -85,18 +82,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dl", type=int, nargs="+", default=[250_000, 500_000, 1_000_000], help="LCCP tokens to measure at")
     p.add_argument("--batch", type=int, default=2, help="LCCP sequences of 8 x seq-len per step")
     p.add_argument("--rope-base", type=float, default=5e5)
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--tokenizer", default="bpe:stdlib-1024")
-    p.add_argument("--run-root", default="/tmp/lr_batch_runs")
     p.add_argument("--name", default="")
-    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    results.add_probe_args(p, RECORDS, run_root="/tmp/lr_batch_runs", threads=1)
     return p
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    torch.set_num_threads(a.threads)
+    argv, a = results.parse_probe_args(parser(), argv)
     tok = get_tokenizer(a.tokenizer)
     store = RunStore(a.run_root)
     parent_cfg = parent_config(a, tok)

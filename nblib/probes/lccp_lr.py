@@ -27,10 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
-
-import torch
 
 from nblib.budgets import get_grid
 from nblib.lccp import grid
@@ -68,17 +65,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dl-max", type=float, default=0, help="last Dl point (0: the budget's largest Dl)")
     p.add_argument("--heads", type=int, default=0, help="query heads of the probed scales (0: the budget's)")
     p.add_argument("--head-size", type=int, default=0, help="their width (0: the budget's, d / heads)")
-    p.add_argument("--run-root", default="runs", help="the run store (default: the book's)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=RECORDS[0],
-                   help=f"record file (a name in data/probes: {', '.join(RECORDS)}; or a path)")
+    results.add_probe_args(p, RECORDS, run_root="runs", threads=1, run_root_help="the run store (default: the book's)")
     return p
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    torch.set_num_threads(a.threads)
+    argv, a = results.parse_probe_args(parser(), argv)
     b = get_grid(a.budget)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     if a.heads or a.head_size:  # another head layout for the probed scales (chapter 2's S2 probe)

@@ -33,10 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-
-import torch
 
 from nblib.budgets import LLAMA_VARIANTS, llama_shape
 from nblib.data import build_test_set, get_corpus, get_tokenizer
@@ -89,22 +86,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--copy-fraction", type=float, default=0.0,
                    help="share of training sequences replaced by a repeated random segment")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--tokenizer", default="bpe:stdlib-1024")
-    p.add_argument("--run-root", default="/tmp/lr_batch_runs")
     p.add_argument("--name", default="")
     p.add_argument("--variant", default="plain", choices=sorted(LLAMA_VARIANTS),
                    help="architecture variant of the Llama (nblib.budgets.LLAMA_VARIANTS)")
-    p.add_argument("--out", default=RECORDS[0],
-                   help=f"record file the records are appended to (a name in data/probes: {', '.join(RECORDS)}; "
-                        "or a path)")
+    results.add_probe_args(p, RECORDS, run_root="/tmp/lr_batch_runs", threads=1)
     return p
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    torch.set_num_threads(a.threads)
+    argv, a = results.parse_probe_args(parser(), argv)
     tok = get_tokenizer(a.tokenizer)
     texts = build_test_set(get_corpus("python-stdlib"), tok, a.seq_len, 64).texts
     store = RunStore(a.run_root)

@@ -211,3 +211,28 @@ def write_manifest(paths, manifest: str | os.PathLike, *, module: str, command: 
     atomic_write_json(manifest, {"files": [Path(p).name for p in paths], "writer": module,
                                  "writes": [write_entry(module, command)]})
     return manifest
+
+
+# ---------------------------------------------------------------------------------------
+# the command line every probe shares
+# ---------------------------------------------------------------------------------------
+def add_probe_args(p, records, run_root: str = "runs", threads: int = 1, run_root_help: str | None = None) -> None:
+    """Add the arguments a probe that trains or scores takes: `--run-root` (its run store),
+    `--threads` (torch's CPU threads) and `--out` (the record file, by default the first of
+    the probe's `records`)."""
+    p.add_argument("--run-root", default=run_root, help=run_root_help or f"the run store (default: {run_root})")
+    p.add_argument("--threads", type=int, default=threads)
+    p.add_argument("--out", default=records[0],
+                   help=f"record file the records are appended to (a name in data/probes: {', '.join(records)}; "
+                        "or a path)")
+
+
+def parse_probe_args(parser, argv=None) -> tuple[list, object]:
+    """(the arguments as a list, as given or from sys.argv, and their parsed namespace), with
+    torch's CPU threads set to `--threads` for the rest of the probe."""
+    import torch
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parser.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    return argv, a

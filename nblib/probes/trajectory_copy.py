@@ -15,9 +15,6 @@ data/probes/toy_trajectory_copy_probe.jsonl. It reads the book's store (run chap
 from __future__ import annotations
 
 import argparse
-import sys
-
-import torch
 
 from nblib.budgets import get_grid
 from nblib.data import get_tokenizer
@@ -36,16 +33,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default="S5")
     p.add_argument("--points", type=float, nargs="+", default=[10, 35, 60, 90, 120], help="Dl/N of the checkpoints")
     p.add_argument("--distances", type=int, nargs="+", default=[32, 128, 256, 512])
-    p.add_argument("--run-root", default="runs")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=RECORDS[0], help="record file (a name in data/probes, or a path)")
+    results.add_probe_args(p, RECORDS, run_root="runs", threads=2)
     return p
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    torch.set_num_threads(a.threads)
+    argv, a = results.parse_probe_args(parser(), argv)
     b = get_grid(a.budget)
     tok = get_tokenizer(b.tokenizer)
     run = RunStore(a.run_root).run(experiments.trajectory_config(b, a.scale))
