@@ -83,9 +83,10 @@ else:
 # ### The LCCP rate on the book's grid
 #
 # Designs W, X and Y are the book's grid with LCCP at 15%, 20% and 30% of the short stage's LR
-# (the paper's 10%, App. A.3); their Linear-Decay gaps are rows of the table above. A higher
-# rate reaches the noise floor sooner, which is where a decay and an average pay; it must not
-# bring back the erosion of S5's trajectory. Below, S5's Constant trajectory at each rate,
+# (the paper's 10%, App. A.3), and Z is Y with 2 x 1,024 tokens an LCCP step instead of 4 x
+# 1,024; their Linear-Decay gaps are rows of the table above. A higher rate, and a noisier
+# step, reach the noise floor sooner, which is where a decay and an average pay; neither may
+# bring back the erosion of S5's trajectory. Below, S5's Constant trajectory of each design,
 # scored alone (`protocol_horizon --scales S5 --no-ld`; records `toy_rate_trajectory.jsonl`).
 
 # %%
