@@ -100,3 +100,17 @@ def test_a_probe_run_through_design_probe_records_the_command_that_reruns_it():
         assert results.probe_command("nblib.probes.protocol_horizon", ["--dls", "30"]) == \
             "python -m nblib.book.design_probe --budget-file 'a b.toml' protocol_horizon --dls 30"
     assert results.probe_command("nblib.probes.x", []) == "python -m nblib.probes x"
+
+
+def test_the_turn_line_names_where_ld_stays_below_raw_and_a_single_dip():
+    import pandas as pd
+
+    from nblib.book.findings import protocol_turn_line
+
+    gaps = {("toy", "S4"): (0.5, 0.4, 0.3), ("A", "S4"): (0.2, -0.1, -0.3), ("A", "S2"): (0.3, -0.1, 0.2)}
+    rows = [dict(design=d, scale=s, dl=dl, **{"LD - Raw": g})
+            for (d, s), gs in gaps.items() for dl, g in zip((30, 60, 120), gs)]
+    line = protocol_turn_line(pd.DataFrame(rows), {"toy": 0.1, "A": 0.3}, "toy")
+    assert "LCCP at 10% of the short LR): S4 not by 120 N(S1) (LD - Raw +0.30 there)" in line
+    assert "A (LCCP at 30%): S2 not by 120 N(S1) (LD - Raw +0.20 there; at or below Raw at Dl = 60 only)" in line
+    assert "S4 from Dl = 60 N(S1) (LD - Raw -0.10)" in line

@@ -516,21 +516,27 @@ def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
 
 def protocol_turn_line(horizon: pd.DataFrame, rates: dict, book: str) -> str:
     """Chapter 4's one line on where the toy turns: for the book's design and each other
-    design of `rates` ({design: LCCP LR / short LR}), per scale, the first Dl probed where
-    Linear-Decay is at or below Constant-Raw (§4.1's order), or that it is not by the last."""
+    design of `rates` ({design: LCCP LR / short LR}), per scale, the first Dl probed from which
+    Linear-Decay stays at or below Constant-Raw (§4.1's order), or that it does not by the
+    last, naming any single Dl where it dipped there."""
     def where(design):
         g = horizon[horizon.design == design]
         parts = []
         for scale, s in g.groupby("scale"):
             s = s.sort_values("dl")
-            turn = s[s["LD - Raw"] <= 0]
-            parts.append(f"{scale} at Dl = {turn.dl.iloc[0]:g} N(S1) (LD - Raw {turn['LD - Raw'].iloc[0]:+.2f})"
-                         if len(turn) else
-                         f"{scale} not by {s.dl.max():g} N(S1) (LD - Raw {s['LD - Raw'].iloc[-1]:+.2f} there)")
+            below = (s["LD - Raw"] <= 0).to_numpy()
+            stays = [i for i in range(len(s)) if below[i:].all()]
+            if stays:
+                i = stays[0]
+                parts.append(f"{scale} from Dl = {s.dl.iloc[i]:g} N(S1) (LD - Raw {s['LD - Raw'].iloc[i]:+.2f})")
+                continue
+            dips = ", ".join(f"{d:g}" for d in s.dl[below])
+            parts.append(f"{scale} not by {s.dl.max():g} N(S1) (LD - Raw {s['LD - Raw'].iloc[-1]:+.2f} there"
+                         + (f"; at or below Raw at Dl = {dips} only)" if dips else ")"))
         return "; ".join(parts)
 
     others = [d for d in rates if d != book and d in set(horizon.design)]
-    line = (f"**Where the toy turns**, the first Dl where Linear-Decay is at or below Constant-Raw. On the "
+    line = (f"**Where the toy turns**: the first Dl from which Linear-Decay stays at or below Constant-Raw. On the "
             f"book's grid (LCCP at {rates[book]:.0%} of the short LR): {where(book)}.")
     if others:
         line += " Other designs on the same short stages: " + "; ".join(
