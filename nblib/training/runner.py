@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -227,8 +228,8 @@ def memo_many(store: RunStore, jobs: list[MemoJob], workers: int | None = None, 
     """The values of many cached evaluations (`Run.memo`), in the order of `jobs`.
 
     Those the store lacks are computed in a pool of single-thread worker processes (one
-    per core, as `get_or_run_many` trains; the pool lives as long as this process), then every value is read back through
-    `Run.memo`, which checks it against its checkpoints. Each value is computed at one
+    per core, as `get_or_run_many` trains; the pool lives as long as this process), then
+    every value is read back through `Run.memo`, which checks it against its checkpoints. Each value is computed at one
     thread however many workers there are, so the pool's size never changes a score
     (tests/test_memo_many.py)."""
     workers = workers or default_workers()
@@ -240,11 +241,12 @@ def memo_many(store: RunStore, jobs: list[MemoJob], workers: int | None = None, 
         try:
             for fut in tqdm(as_completed(futs), total=len(futs), desc=desc, disable=not progress):
                 fut.result()
+        except BrokenProcessPool:
+            _MEMO_POOLS.pop(workers, None)  # a worker died: the next call starts a new pool
+            raise
         except BaseException:
             for f in futs:
                 f.cancel()
-            if isinstance(pool, ProcessPoolExecutor) and getattr(pool, "_broken", False):
-                _MEMO_POOLS.pop(workers, None)  # a worker died: the next call starts a new pool
             raise
         missing = []
     return [_memo_one(root, j) for j in tqdm(jobs, desc=desc, disable=not (progress and missing))]
