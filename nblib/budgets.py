@@ -593,17 +593,3 @@ def get_budget(name: str) -> Budget:
 def get_scale(budget: str, scale: str) -> ScaleSpec:
     """The ScaleSpec of `scale` at `budget`, validating both."""
     return get_budget(budget).scale(scale)
-
-
-def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: float = 0.4) -> dict:
-    """Training compute of the long Constant trajectory at `scale` (its 4K stage excluded):
-    FLOPs from the model's analytic count at the LCCP context, and GPU-hours at a given
-    peak (default: H100 bf16 dense, 989 TFLOP/s) and MFU."""
-    with torch.device("meta"):
-        model = build_model("llama", dict(b.scale(scale).model))
-    tokens = b.n_tokens(scale, b.s5_trajectory)
-    flops = tokens * model.flops_per_token(b.long_seq_len, training=True)
-    gpu_hours = flops / (peak_flops * mfu) / 3600
-    ckpt_bytes = 4 * model.n_params(non_embedding=False)
-    return {"tokens": tokens, "flops": flops, "gpu_hours": gpu_hours, "hours_on_16_gpus": gpu_hours / 16,
-            "checkpoints": int(round(b.s5_trajectory / b.s5_ckpt_every)), "checkpoint_gb": ckpt_bytes / 1e9}

@@ -62,7 +62,7 @@ from IPython.display import Image, display
 from nblib.book import findings, protocol_figures
 from nblib.book.chapter import Chapter
 from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
-from nblib.budgets import SCALES, get_budget, trajectory_compute
+from nblib.budgets import SCALES, get_budget
 from nblib.lccp import experiments, grid, scaling
 from nblib.lccp.evaluation import Evaluator
 from nblib.probes.results import records
@@ -412,7 +412,7 @@ if plot.exists():
 # resumes. What that costs, from the model's analytic FLOPs at the 32K context:
 
 # %%
-need = trajectory_compute(get_budget("full"), "S5")
+need = experiments.trajectory_compute(get_budget("full"), "S5")
 print(f"S5 Constant trajectory to 120N: {need['tokens'] / 1e9:.1f}B LCCP tokens, {need['flops']:.3g} training FLOPs; "
       f"{need['gpu_hours']:,.0f} H100-hours at 40% MFU (bf16), about {need['hours_on_16_gpus']:.0f} h on 16 GPUs "
       f"(the paper used 2 nodes x 8 H800); {need['checkpoints']} checkpoints of {need['checkpoint_gb']:.1f} GB "

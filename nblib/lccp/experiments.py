@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
 from nblib.budgets import FIG4A_POOL, SCALES, Budget
 from nblib.data import LengthMixture
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator, evaluate_many
+from nblib.models import build_model
 from nblib.stats import lins_ccc
 from nblib.store.runstore import Run
 from nblib.training.runner import get_or_run_many
@@ -85,6 +87,20 @@ def constant_configs(b: Budget, scales=("S1", "S2", "S3", "S4"), trajectory_scal
 def trajectory_config(b: Budget, scale: str):
     """The long Constant trajectory (§4.2: S5, Ds = 450N, to Dl = 120N, checkpoints every 1N)."""
     return grid.lccp_constant(b, scale, b.ds_multiples[-1], b.s5_trajectory, 0, ckpt_every=b.s5_ckpt_every)
+
+
+def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: float = 0.4) -> dict:
+    """Training compute of the long Constant trajectory at `scale` (its 4K stage excluded):
+    FLOPs from the model's analytic count at the LCCP context, and GPU-hours at a given
+    peak (default: H100 bf16 dense, 989 TFLOP/s) and MFU."""
+    with torch.device("meta"):
+        model = build_model("llama", dict(b.scale(scale).model))
+    tokens = b.n_tokens(scale, b.s5_trajectory)
+    flops = tokens * model.flops_per_token(b.long_seq_len, training=True)
+    gpu_hours = flops / (peak_flops * mfu) / 3600
+    ckpt_bytes = 4 * model.n_params(non_embedding=False)
+    return {"tokens": tokens, "flops": flops, "gpu_hours": gpu_hours, "hours_on_16_gpus": gpu_hours / 16,
+            "checkpoints": int(round(b.s5_trajectory / b.s5_ckpt_every)), "checkpoint_gb": ckpt_bytes / 1e9}
 
 
 def trajectory_lineage(b: Budget, scale: str) -> list:
