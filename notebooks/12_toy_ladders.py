@@ -80,6 +80,15 @@ else:
     print(f"no records at {horizon_path}")
 
 # %% [markdown]
+# On design R, Linear-Decay trails Constant-Raw at $D_l$ = 30 and 60 N(S1) at S4 and S5 and is
+# the best of the three at 120: the toy's grid ($D_l$ = 10-30) sits in the progress-limited
+# regime, and the paper's order of LD and Raw arrives near 120 N(S1). With the budget's 1 N
+# spacing, Last4 trails both Raw and LD at 60-120 on these single-seed points: four neighbouring
+# checkpoints share most of their noise at one sequence a step. Spaced 4 N apart (App. B.1's
+# ablation, `--spacings 2 4`), Last4 is the lowest of all at every point, below LD at 120 too.
+# So at toy the spacing decides Last4 against Raw, and the grid's $D_l$ decides LD against both.
+
+# %% [markdown]
 # ### The LCCP rate on the book's grid
 #
 # Designs W, X and Y are the book's grid with LCCP at 15%, 20% and 30% of the short stage's LR
@@ -99,14 +108,6 @@ else:
     print(f"no records at {rate_path}")
 
 # %% [markdown]
-# On design R, Linear-Decay trails Constant-Raw at $D_l$ = 30 and 60 N(S1) at S4 and S5 and is
-# the best of the three at 120: the toy's grid ($D_l$ = 10-30) sits in the progress-limited
-# regime, and the paper's order of LD and Raw arrives near 120 N(S1). With the budget's 1 N
-# spacing, Last4 trails both Raw and LD at 60-120 on these single-seed points: four neighbouring
-# checkpoints share most of their noise at one sequence a step. Spaced 4 N apart (App. B.1's
-# ablation, `--spacings 2 4`), Last4 is the lowest of all at every point, below LD at 120 too.
-# So at toy the spacing decides Last4 against Raw, and the grid's $D_l$ decides LD against both.
-#
 # ### The spacing on the grid (designs U and T)
 #
 # The budget field `last4_spacing` sets Last4's
