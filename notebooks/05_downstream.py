@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -327,7 +329,7 @@ bench_suite = post_training.benchmark_suite(b)
 keyed = {(s["dl"], s["protocol"], sd): r for (s, sd, _), r in zip(sft_jobs, sft_runs)}
 keyed_2x = {(s["dl"], s["protocol"], sd): r for (s, sd, _), r in zip(sft_2x_jobs, sft_runs[len(sft_jobs):])}
 bench = post_training.benchmarks_after(b, keyed, bench_suite)
-bench_2x = post_training.benchmarks_after(b, keyed_2x, bench_suite)
+bench_2x = post_training.benchmarks_after(b, keyed_2x, bench_suite, desc="benchmarks after SFT, 2x budget")
 ch.save_table(bench, "sft_benchmarks", runs=sft_runs)
 ch.save_table(bench_2x, "sft_benchmarks_2x", runs=sft_runs)
 sft_models = post_training.model_averages(bench)

@@ -146,17 +146,17 @@ def _final_needle_scores(run: Run, suite: dict, tokenizer: str, max_new: int | N
     return downstream.needle_scores(run.load_model(), get_tokenizer(tokenizer), suite, max_new)
 
 
-def _scores(budget: Budget, runs: list, suite: dict, tag: str, fn, *args) -> list[dict]:
+def _scores(budget: Budget, runs: list, suite: dict, tag: str, fn, *args, desc: str) -> list[dict]:
     """Each final model's scores on a suite, `fn(run, *args, suite, tokenizer, max_new)`,
     cached in its run folder under `tag` and the suite's key, and computed in parallel worker
-    processes (`runner.memo_many`)."""
+    processes (`runner.memo_many`, its progress bar named `desc`)."""
     key = _key({t: [s.text for s in v] if isinstance(v, list) else v for t, v in suite.items()}
                | {"_max_new": budget.ruler_max_new})
     if not runs:
         return []
     jobs = [MemoJob(r.hash, f"{tag}-{key}", (r.config.total_steps,), fn,
                     (*args, suite, budget.tokenizer, budget.ruler_max_new)) for r in runs]
-    return memo_many(RunStore(runs[0].path.parent), jobs, desc=tag)
+    return memo_many(RunStore(runs[0].path.parent), jobs, desc=desc)
 
 
 def ruler_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
@@ -164,7 +164,7 @@ def ruler_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
     long form, columns dl, protocol, task, score."""
     rows = []
     for (dl, protocol), res in zip(runs, _scores(budget, list(runs.values()), suite, "ruler-final",
-                                                 _final_task_scores, R.score_task)):
+                                                 _final_task_scores, R.score_task, desc="RULER after the extension")):
         rows += [{"dl": dl, "protocol": protocol, "task": t, "score": res[t]} for t in suite]
     return pd.DataFrame(rows)
 
@@ -175,18 +175,19 @@ def needles_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
     dl, protocol, task and `downstream.NEEDLE_COLUMNS`."""
     rows = []
     for (dl, protocol), res in zip(runs, _scores(budget, list(runs.values()), suite, "needles-final",
-                                                 _final_needle_scores)):
+                                                 _final_needle_scores, desc="code needles after the extension")):
         rows += downstream.needle_rows(res, dl=dl, protocol=protocol)
     return pd.DataFrame(rows)
 
 
-def benchmarks_after(budget: Budget, runs: dict, suite: dict) -> pd.DataFrame:
+def benchmarks_after(budget: Budget, runs: dict, suite: dict, desc: str = "benchmarks after SFT") -> pd.DataFrame:
     """Each SFT model's score on every offline benchmark task (Fig. 14): runs
-    {(dl, protocol, seed): Run}; long form, columns dl, protocol, seed, benchmark, task, score."""
+    {(dl, protocol, seed): Run}; long form, columns dl, protocol, seed, benchmark, task, score.
+    `desc` names the progress bar (one per call, so two calls in a cell show two names)."""
     bench_of = {t: b for b, ts in LB.BENCHMARKS.items() for t in ts}
     rows = []
     for (dl, protocol, seed), res in zip(runs, _scores(budget, list(runs.values()), suite, "benchmarks-final",
-                                                       _final_task_scores, LB.score_task)):
+                                                       _final_task_scores, LB.score_task, desc=desc)):
         rows += [{"dl": dl, "protocol": protocol, "seed": seed, "benchmark": bench_of[t], "task": t,
                   "score": res[t]} for t in suite]
     return pd.DataFrame(rows)
