@@ -211,6 +211,11 @@ def benchmark_summary() -> list[str]:
                      f"`transformers`' generate() takes {min(ratio):.2f}-{max(ratio):.2f}x the time of ours "
                      f"(> 1: ours is faster), same greedy tokens: "
                      f"{'yes' if all(r['same_tokens_as_transformers'] for r in rows) else 'NO'}.")
+    ev = bench / "bench_evals.json"
+    if ev.exists():
+        d = json.loads(ev.read_text())
+        lines.append(f"- `benchmarks/results/bench_evals.md`: chapter 5's evaluations in a pool of one-thread workers "
+                     "against the kernel at two threads: " + "; ".join(d["summary"]) + ".")
     probe = REPO_ROOT / "data" / "probes" / "toy_design_probe.jsonl"
     if probe.exists():
         n = sum(1 for line in probe.read_text().splitlines() if line.strip())
