@@ -311,9 +311,10 @@ GRID_DESIGNS = sorted((Path(__file__).parents[1] / "data" / "probes" / "grid_des
 
 RATE_DESIGNS = {"W": 0.15, "X": 0.2, "Y": 0.3}  # issue 55's first rung: the book's grid at other LCCP rates
 NOISE_DESIGNS = {"Z": (0.3, 2)}  # its second: a rate and fewer sequences an LCCP step
+DL_DESIGNS = {"Z3": ("Z", (40, 60, 80))}  # its third: a noise design's grid at Dl past the turn
 
 
-LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS)]
+LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS, *DL_DESIGNS)]
 
 
 @pytest.mark.parametrize("path", LADDER_DESIGNS,
@@ -352,6 +353,15 @@ def test_a_noise_design_is_the_books_grid_at_another_rate_and_lccp_batch(stem):
         for st, base in zip(grid.grid_runs(b), grid.grid_runs(toy)):
             for c, c0 in zip(st.configs, base.configs):
                 assert (c.hash != c0.hash) == _entered(st.stage, st.scale, "lccp"), (st.what, c.label)
+
+
+@pytest.mark.parametrize("stem", sorted(DL_DESIGNS))
+def test_a_dl_design_is_its_base_with_every_lccp_budget_moved(stem):
+    """Z3: its base design with Dl (and S5's off-diagonal configurations, Ds paired with Dl in
+    order) moved past the turn; every other field the base's, so chapters 3 and 4 keep one grid."""
+    base_stem, dls = DL_DESIGNS[stem]
+    b, base = (load_budget_file(GRID_DESIGNS[0].parent / f"{s}.toml") for s in (stem, base_stem))
+    assert b == replace(base, dl_multiples=dls, s5_configs=tuple(zip(base.ds_multiples, dls)))
 
 
 def test_grid_f_is_the_earlier_toy_and_v_the_books():
