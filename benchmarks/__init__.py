@@ -32,6 +32,14 @@ def run_facts(load_at_start, t_start: float) -> dict:
             "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__}}
 
 
+def markdown_table(columns, rows) -> str:
+    """A Markdown table of `rows` (lists of cells) under `columns`: the first column
+    left-aligned, the others (numbers) right-aligned."""
+    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def write_results(name: str, data: dict, markdown: str, argv) -> None:
     """benchmarks/results/<name>.json and .md, atomically, and the manifest naming the command
     (`python -m benchmarks.<name> argv`), commit, time and machine of this write."""

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import run_facts, write_results
+from benchmarks import markdown_table, run_facts, write_results
 from nblib.budgets import get_budget
 from nblib.lccp import grid
 from nblib.store.runstore import RunConfig, RunStore
@@ -131,15 +131,16 @@ def main(argv=None) -> int:
     data = {"benchmark": "ensemble_throughput", "budget": b.name, "threads": args.threads, "members": args.members,
             "steps": args.steps, "repeats": args.repeats, "rows": rows, "summary": summary,
             **run_facts(load0, t_start)}
-    md = ["| scale | d_model | batch x seq | runs/h ensemble | runs/h one by one | speedup (wall) | speedup (CPU time) "
-          "| max rel loss diff |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    md += [f"| {r['scale']} | {r['d_model']} | {r['batch']} x {r['seq_len']} | {r['runs_per_hour_ensemble']:,.0f} | "
-           f"{r['runs_per_hour_solo']:,.0f} | {r['speedup']:.2f}x | {r['cpu_speedup']:.2f}x | "
-           f"{r['max_rel_loss_diff']:.1e} |" for r in rows]
+    md = markdown_table(["scale", "d_model", "batch x seq", "runs/h ensemble", "runs/h one by one", "speedup (wall)",
+                         "speedup (CPU time)", "max rel loss diff"],
+                        [[r["scale"], r["d_model"], f"{r['batch']} x {r['seq_len']}",
+                          f"{r['runs_per_hour_ensemble']:,.0f}", f"{r['runs_per_hour_solo']:,.0f}",
+                          f"{r['speedup']:.2f}x", f"{r['cpu_speedup']:.2f}x", f"{r['max_rel_loss_diff']:.1e}"]
+                         for r in rows])
     head = (f"Ensemble of {args.members} against {args.members} solo runs one after the other, {args.steps} steps "
             f"each, {args.threads} thread(s), best of {args.repeats}; load average {load0[0]:.1f} at start "
             f"({os.cpu_count()} CPUs)\n\n")
-    write_results("bench_ensemble", data, head + "\n".join(md) + "\n", argv)
+    write_results("bench_ensemble", data, head + md, argv)
     print("\n".join(summary))
     return 0
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import run_facts, write_results
+from benchmarks import markdown_table, run_facts, write_results
 from nblib.budgets import get_budget
 from nblib.data import get_tokenizer
 from nblib.lccp import downstream, grid
@@ -109,14 +109,14 @@ def main(argv=None) -> int:
             "d_model": b.scale(args.scale).model["d_model"], "kernel_threads": KERNEL_THREADS,
             "pool_workers": default_workers(), "pool_startup_s": round(startup, 2), "repeats": args.repeats,
             "rows": rows, "summary": summary, **run_facts(load0, t_start)}
-    md = ["| suite | models | prompts per model | kernel, 2 threads (s) | pool, 2 x 1 thread (s) | speedup |",
-          "|---|---:|---:|---:|---:|---:|"]
-    md += [f"| {r['suite']} | {r['models']} | {r['prompts_per_model']} | {r['wall_s_kernel']:.1f} | "
-           f"{r['wall_s_pool']:.1f} | {r['speedup']:.2f}x |" for r in rows]
+    md = markdown_table(["suite", "models", "prompts per model", "kernel, 2 threads (s)", "pool, 2 x 1 thread (s)",
+                         "speedup"],
+                        [[r["suite"], r["models"], r["prompts_per_model"], f"{r['wall_s_kernel']:.1f}",
+                          f"{r['wall_s_pool']:.1f}", f"{r['speedup']:.2f}x"] for r in rows])
     head = (f"Chapter 5's evaluations of {args.models} {args.scale} models ({b.name} budget): in the kernel one "
             f"after the other against `memo_many`'s pool, best of {args.repeats}; load average {load0[0]:.1f} at "
             f"start ({os.cpu_count()} CPUs)\n\n")
-    write_results("bench_evals", data, head + "\n".join(md) + "\n", argv)
+    write_results("bench_evals", data, head + md, argv)
     print("\n".join(summary))
     return 0
 

@@ -330,16 +330,22 @@ def test_every_grid_design_of_the_ladder_reads_and_changes_the_toy(path):
     assert grids[0] != grids[1] and grids[0] != grids[2]
 
 
+def _only_lccp_runs_differ(b, toy) -> None:
+    """Every LCCP run of `b`'s grid has another hash than the toy's, and no short-stage run
+    does, so a probe on `b` reuses the book's short stages."""
+    with grid.placeholder_corpus():
+        for st, base in zip(grid.grid_runs(b), grid.grid_runs(toy)):
+            for c, c0 in zip(st.configs, base.configs):
+                assert (c.hash != c0.hash) == _entered(st.stage, st.scale, "lccp"), (st.what, c.label)
+
+
 @pytest.mark.parametrize("stem", sorted(RATE_DESIGNS))
 def test_a_rate_design_is_the_books_grid_at_another_lccp_rate(stem):
     """W, X, Y: the book's toy at 15 / 20 / 30% of the short LR for LCCP, every other field its
     own; they change every LCCP run (LR) and no short-stage run, so a probe reuses the book's."""
     b, toy = load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
     assert b == replace(toy, lccp_lr_frac=RATE_DESIGNS[stem])
-    with grid.placeholder_corpus():
-        for st, base in zip(grid.grid_runs(b), grid.grid_runs(toy)):
-            for c, c0 in zip(st.configs, base.configs):
-                assert (c.hash != c0.hash) == _entered(st.stage, st.scale, "lccp"), (st.what, c.label)
+    _only_lccp_runs_differ(b, toy)
 
 
 @pytest.mark.parametrize("stem", sorted(NOISE_DESIGNS))
@@ -349,10 +355,7 @@ def test_a_noise_design_is_the_books_grid_at_another_rate_and_lccp_batch(stem):
     rate, batch = NOISE_DESIGNS[stem]
     b, toy = load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
     assert b == replace(toy, lccp_lr_frac=rate, scales={k: replace(v, batch_long=batch) for k, v in toy.scales.items()})
-    with grid.placeholder_corpus():
-        for st, base in zip(grid.grid_runs(b), grid.grid_runs(toy)):
-            for c, c0 in zip(st.configs, base.configs):
-                assert (c.hash != c0.hash) == _entered(st.stage, st.scale, "lccp"), (st.what, c.label)
+    _only_lccp_runs_differ(b, toy)
 
 
 @pytest.mark.parametrize("stem", sorted(DL_DESIGNS))

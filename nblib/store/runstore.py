@@ -451,6 +451,10 @@ class Run:
             df = df.drop_duplicates(subset=["kind", "step"], keep="last").sort_values(["kind", "step"])
         return df.reset_index(drop=True)
 
+    def memo_path(self, key: str) -> Path:
+        """Where `memo` keeps the evaluation named `key`."""
+        return self.path / "evals" / f"{key}.json"
+
     def memo(self, key: str, fn, steps=()):
         """Cached evaluation: evals/<key>.json, computed with fn() when absent or stale.
 
@@ -458,7 +462,7 @@ class Run:
         and checked (after verifying the files) on every read, so a changed checkpoint is
         re-evaluated, never reused. An entry written before hashes were stored is checked
         against the verified checkpoint and stamped with its hash."""
-        p = self.path / "evals" / f"{key}.json"
+        p = self.memo_path(key)
         shas = {str(s): weights_sha256(self.checkpoint(s).path) for s in steps}
         if p.exists():
             try:

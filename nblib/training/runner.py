@@ -234,7 +234,8 @@ def memo_many(store: RunStore, jobs: list[MemoJob], workers: int | None = None, 
     (tests/test_memo_many.py)."""
     workers = workers or default_workers()
     root = str(store.root)
-    missing = [j for j in jobs if not (store.root / j.run_hash / "evals" / f"{j.key}.json").exists()]
+    runs = {h: store.by_hash(h) for h in {j.run_hash for j in jobs}}  # each run's config read once
+    missing = [j for j in jobs if not runs[j.run_hash].memo_path(j.key).exists()]
     if workers > 1 and len(missing) > 1:
         pool = memo_pool(workers)
         futs = [pool.submit(_memo_one, root, j) for j in missing]
