@@ -183,3 +183,22 @@ def test_the_page_lists_every_claim_with_a_verdict(tmp_path):
     for c in SC.CLAIMS:
         assert SC._cell(c.claim) in text
     assert f"Verdicts: {len(SC.CLAIMS)} reproduced, 0 partly, 0 not, 0 not measured." in text
+
+
+def test_the_host_spread_counts_the_book_grids_reruns_that_measured_the_column(tmp_path, monkeypatch):
+    """Beside R² and S5's ρ, the page gives the spread over the design ladder's rows of the book's
+    grid (its re-runs on other hosts), counting only the rows that measured that number, and
+    nothing for a build that is not the toy's."""
+    g = SC.GL.BOOK_GRID_DESIGN
+    ladder = pd.DataFrame({"design": [g, f"{g}2", f"{g}3", "F"],
+                           SC.GL.S5_RHO: [-0.967, -0.951, np.nan, 0.283],
+                           **{c: [0.886, 0.874, 0.902, 0.5] for c in SC.GL.R2.values()}})
+    monkeypatch.setattr(SC, "records", lambda name: ladder)
+    _trajectory(tmp_path, -1)
+    _r2(tmp_path, 0.9)
+    toy = SC.Figures(tmp_path, "toy")
+    assert SC._s5_trajectory(toy).shown.endswith("; 2 hosts: -0.97 to -0.95")
+    assert SC._r2_law(toy).shown.endswith("; 3 hosts: 0.874 to 0.902 / 0.874 to 0.902")
+    assert "hosts" not in SC._s5_trajectory(SC.Figures(tmp_path, "smoke")).shown
+    monkeypatch.setattr(SC, "records", lambda name: ladder.iloc[[0, 3]])
+    assert "hosts" not in SC._s5_trajectory(toy).shown

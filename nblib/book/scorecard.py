@@ -100,11 +100,20 @@ def _r2_law(f: Figures) -> Measure:
     if t is None:
         return NOT_MEASURED
     shown = " / ".join(f"{r['R²']:.3f} [{r['R² lo']:.2f}, {r['R² hi']:.2f}]" for _, r in t.iterrows())
-    spread = GL.book_grid_rows(records("toy_grid_ladder")) if f.budget == "toy" else pd.DataFrame()
-    if len(spread) > 1:
-        s4, s5 = (spread[c].astype(float) for c in GL.R2.values())
-        shown += f"; {len(spread)} hosts: {s4.min():.3f}-{s4.max():.3f} / {s5.min():.3f}-{s5.max():.3f}"
-    return Measure(float(t["R²"].min()), shown)
+    return Measure(float(t["R²"].min()), shown + _host_spread(f, list(GL.R2.values())))
+
+
+def _host_spread(f: Figures, columns: list[str], digits: int = 3) -> str:
+    """'; k hosts: lo-hi / ...' over the design ladder's rows of the book's toy grid that carry
+    every one of `columns` (the grid re-run fresh on other hosts, `grid_ladder.book_grid_rows`),
+    or '' when fewer than two hosts measured them or the build is not the toy's."""
+    if f.budget != "toy":
+        return ""
+    rows = GL.book_grid_rows(records("toy_grid_ladder")).dropna(subset=columns)
+    if len(rows) < 2:
+        return ""
+    cols = [rows[c].astype(float) for c in columns]
+    return f"; {len(rows)} hosts: " + " / ".join(f"{c.min():.{digits}f} to {c.max():.{digits}f}" for c in cols)
 
 
 def _table3(f: Figures) -> Measure:
@@ -171,7 +180,8 @@ def _s5_trajectory(f: Figures) -> Measure:
     rho = float(spearmanr(g.dl, g.longppl).statistic)
     at30 = g[g.dl == 30].longppl
     start = f"{at30.iloc[0]:.2f} at 30" if len(at30) else f"{g.longppl.iloc[0]:.2f} at {g.dl.iloc[0]:g}"
-    return Measure(rho, f"ρ {rho:+.2f}; Last4 {start} → {g.longppl.iloc[-1]:.2f} at {g.dl.iloc[-1]:g}")
+    return Measure(rho, f"ρ {rho:+.2f}; Last4 {start} → {g.longppl.iloc[-1]:.2f} at {g.dl.iloc[-1]:g}"
+                   + _host_spread(f, [GL.S5_RHO], digits=2))
 
 
 def _prefix(f: Figures) -> Measure:
