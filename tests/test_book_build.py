@@ -50,8 +50,14 @@ def test_chapters_run_two_at_a_time_after_those_they_need_and_a_dead_worker_is_a
 
     names = ["01_a", "02_b", "03_broken", "04_d", "05_e"]
     needs = {"04_d": ("02_b", "03_broken"), "05_e": ("04_d", "09_not_run")}
-    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter, needs=needs)
+    ended = []
+    times = build.execute_all(names, "smoke", tmp_path, jobs=2, worker=_fake_chapter, needs=needs,
+                              on_done=lambda r: ended.append((r["chapter"], r["status"], time.time())))
     assert [t["chapter"] for t in times] == names
+    # on_done hears of each chapter once, the failed one too, as it ends
+    assert sorted(n for n, _, _ in ended) == names and dict((n, s) for n, s, _ in ended)["03_broken"] == "failed"
+    when = {n: t for n, _, t in ended}
+    assert when["04_d"] < when["05_e"] and when["02_b"] < when["04_d"]
     assert [t["status"] for t in times] == ["ok", "ok", "failed", "ok", "ok"]
     assert "worker process failed: OSError: the worker died" in times[2]["error"]
     rec = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in ("01_a", "02_b", "04_d", "05_e")}
@@ -107,3 +113,31 @@ def test_book_jobs_and_prefixed_logs(tmp_path, monkeypatch):
         for h in list(logging.getLogger("papermill").handlers):
             logging.getLogger("papermill").removeHandler(h)
             h.close()
+
+
+def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fails_on_a_failing_cell(tmp_path, capsys):
+    """The test command's nbval pass (nbval_runs.NbvalRuns): a chapter that ended ok is
+    re-executed by nbval-lax in its own pytest process, at nice +10 or lower priority (a cell
+    checks its own niceness); a failing cell fails the pass and its output is printed; a chapter
+    whose papermill run failed is not run again."""
+    import nbformat
+
+    from nblib.book.nbval_runs import NICE, NbvalRuns
+
+    def notebook(name, *sources):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+        nbformat.write(nb, str(tmp_path / f"{name}.ipynb"))
+
+    notebook("01_ok", "import os", f"assert os.nice(0) >= {NICE}, os.nice(0)")
+    notebook("02_bad", "x = 1", "raise ValueError('planted failure')")
+    notebook("03_failed_before", "raise SystemExit('must not run')")
+    runs = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
+    for name, status in (("01_ok", "ok"), ("02_bad", "ok"), ("03_failed_before", "failed")):
+        runs.submit({"chapter": name, "status": status})
+    assert set(runs.futures) == {"01_ok", "02_bad"}
+    assert runs.finish(time.time()) == 1
+    out, err = capsys.readouterr()
+    assert "[book] nbval-lax 01_ok: ok, 2 cells passed, 0 failed, in" in out
+    assert "[book] nbval-lax 02_bad: FAILED, 1 cells passed, 1 failed, in" in out
+    assert "nbval-lax: FAILED, 3 cells passed and 1 failed in 2 notebooks" in out and "planted failure" in err

@@ -29,7 +29,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -45,6 +44,7 @@ from nblib.book.budget_file import BudgetFile
 from nblib.book.chapters import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.book.figures import figure_problems, figures_root, table_problems
 from nblib.book.html import BOOK, build_html, preflight_html
+from nblib.book.nbval_runs import NbvalRuns
 from nblib.book.plan import budget_source
 from nblib.budgets import get_budget
 from nblib.cli import run_cli
@@ -383,7 +383,7 @@ def _execute_in_worker(name: str, budget: str, out_dir: Path, params: dict | Non
 
 
 def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | None = None, jobs: int = 1,
-                worker=None, needs: dict | None = None) -> list[dict]:
+                worker=None, needs: dict | None = None, on_done=None) -> list[dict]:
     """Execute chapters, `jobs` at a time; return their records in the order of `names`.
 
     A chapter starts once the chapters it reads runs from (`needs`, default the chapter
@@ -398,10 +398,17 @@ def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | Non
     cores for its training workers and threads ($NBLIB_WORKERS, $OMP_NUM_THREADS), so two
     chapters on two cores train one run each instead of four at once. `worker`: what runs
     one chapter in a pool process (default `_execute_in_worker`; tests pass a stand-in).
+    `on_done(record)`: called in this process as each chapter ends (the test command starts
+    nbval on it, `nbval_runs.NbvalRuns`).
     """
+    on_done = on_done or (lambda record: None)
     jobs = max(1, min(jobs, len(names)))
     if jobs == 1:
-        return [execute(n, budget, out_dir, params) for n in names]
+        records = []
+        for n in names:
+            records.append(execute(n, budget, out_dir, params))
+            on_done(records[-1])
+        return records
     needs = chapter_needs(CHAPTERS) if needs is None else needs
     waits = {n: set(needs.get(n, ())) & set(names) for n in names}
     share = str(max(1, (os.cpu_count() or 1) // jobs))
@@ -427,14 +434,16 @@ def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | Non
                 except Exception as e:  # the worker itself died (execute catches a chapter's own errors)
                     done[n] = {"chapter": n, "status": "failed", "wall_s": 0.0,
                                "error": f"worker process failed: {type(e).__name__}: {e}"}
+                on_done(done[n])
     return [done[n] for n in names]
 
 
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
-             params: dict | None = None, jobs: int = 1, source: BudgetFile | None = None) -> int:
+             params: dict | None = None, jobs: int = 1, source: BudgetFile | None = None, on_done=None) -> int:
     """Execute chapters (`jobs` at a time, `execute_all`), write the timings, build and check
     the HTML book. Returns an exit code. `source`: a budget file (`budget` is its base); the
-    chapters read it (`chapter_budget_file`) and write their figures under `out_dir`."""
+    chapters read it (`chapter_budget_file`) and write their figures under `out_dir`.
+    `on_done(record)`: called as each chapter ends (`execute_all`)."""
     get_budget(budget)
     if registry_problems(stop=NOT_RUN):
         return 1
@@ -469,17 +478,17 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     if chapter_file and not saved_figures:  # never over the committed toy figures
         os.environ["NBLIB_FIGURES_DIR"] = str(out_dir / "figures")
     try:
-        return _run_and_build(budget, out_dir, names, build, params, jobs, source, chapter_file)
+        return _run_and_build(budget, out_dir, names, build, params, jobs, source, chapter_file, on_done)
     finally:
         if chapter_file and not saved_figures:
             os.environ.pop("NBLIB_FIGURES_DIR", None)
 
 
 def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, params: dict | None, jobs: int,
-                   source: BudgetFile | None, chapter_file: BudgetFile | None) -> int:
+                   source: BudgetFile | None, chapter_file: BudgetFile | None, on_done=None) -> int:
     """run_book's work once everything is checked: the chapters, their timings, the book."""
     t0 = time.time()
-    times = execute_all(names, budget, out_dir, params, jobs=jobs)
+    times = execute_all(names, budget, out_dir, params, jobs=jobs, on_done=on_done)
     elapsed = round(time.time() - t0, 1)
     atomic_write_json(out_dir / "chapter_times.json", {
         "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code_version(),
@@ -508,8 +517,9 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
 
 def test_book(out_dir: Path, jobs: int | None = None) -> int:
     """The test command's notebook part: every chapter at smoke through papermill (`jobs` at
-    a time, default one per core), the book build and its check, then nbval-lax over the
-    papermill-parameterised notebooks (one per core)."""
+    a time, default one per core), the book build and its check, and nbval-lax over the
+    papermill-parameterised notebooks, each started as its chapter's papermill run ends
+    (`nbval_runs.NbvalRuns`, `jobs` at a time, below the chapters' CPU priority)."""
     jobs = book_jobs(jobs)
     if registry_problems(stop=NOT_RUN):
         return 1
@@ -523,22 +533,27 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
         print(f"[book] notebooks/*.ipynb out of sync with their .py: {stale}; run `python -m nblib.book sync`",
               file=sys.stderr)
         return 1
-    rc = run_book("smoke", out_dir, jobs=jobs)
-    if rc:
-        return rc
     nbval_dir = out_dir / "nbval"
     nbval_dir.mkdir()
     for n in chapters():
         pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
                             parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
-    print("[book] nbval-lax over the smoke-parameterised notebooks", flush=True)
-    t0 = time.time()
-    # one notebook per worker process, every core busy (the runs are already in the store)
-    rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto",
-                          "--dist", "loadfile", "--nbval-lax", "--nbval-cell-timeout", str(SMOKE_CELL_TIMEOUT_S),
-                          str(nbval_dir)], cwd=out_dir)
-    print(f"[book] nbval-lax: {'passed' if rc == 0 else 'FAILED'} in {time.time() - t0:.1f} s", flush=True)
-    return rc
+    # nbval-lax re-executes each chapter over the runs its papermill pass stored, starting as
+    # that pass ends, at a lower CPU priority: it fills the cores the chapter chain 2 -> 3 -> 4
+    # -> 5 leaves idle (nbval_runs)
+    nbval = NbvalRuns(nbval_dir, out_dir, jobs, SMOKE_CELL_TIMEOUT_S)
+    ended = time.time()
+
+    def chapter_done(record):
+        nonlocal ended
+        ended = time.time()
+        nbval.submit(record)
+
+    rc = run_book("smoke", out_dir, jobs=jobs, on_done=chapter_done)
+    if rc:
+        nbval.cancel()
+        return rc
+    return nbval.finish(ended)
 
 
 def main(argv=None) -> int:

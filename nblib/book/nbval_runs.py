@@ -1,0 +1,79 @@
+"""nbval-lax over each smoke chapter as soon as its papermill run has ended (the test command).
+
+`make test` executes every chapter twice at smoke: once through papermill (the figures and the
+executed notebooks that the book is built and browser-checked from) and once through nbval-lax,
+which re-executes each notebook over the runs the first pass stored and checks that no cell
+fails. nbval used to start after the last chapter, the book build and the browser check. But
+on a 2-core machine the chapters leave a core idle for minutes: chapters 3, 4 and 5 each wait
+for the one before, while Part 2's chapters have long ended.
+
+`NbvalRuns` starts nbval on a chapter the moment its papermill run has ended, at most `jobs`
+at a time. Each runs in its own pytest process at a lower CPU priority (nice 10), so it fills
+the idle core and yields to the chapters still running. nbval still executes every notebook,
+one pytest session per notebook instead of one for all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+NICE = 10  # CPU priority of the nbval processes below the chapters' (0)
+_COUNT = {k: re.compile(rf"(\d+) {k}") for k in ("passed", "failed")}
+
+
+def _lower_priority() -> None:  # runs in the child before exec
+    os.nice(NICE)
+
+
+class NbvalRuns:
+    """nbval-lax on chapters as they end (`submit`), `jobs` pytest processes at a time; `finish`
+    waits for them all, prints each notebook's result and time, and returns the exit code."""
+
+    def __init__(self, nbval_dir: Path, cwd: Path, jobs: int, cell_timeout_s: int):
+        self.nbval_dir, self.cwd, self.cell_timeout_s = Path(nbval_dir), Path(cwd), cell_timeout_s
+        self.pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        self.futures: dict = {}
+        self.t0 = time.time()
+
+    def submit(self, record: dict) -> None:
+        """Start nbval on a chapter whose papermill record says it ended ok (a failed chapter
+        fails the test command before nbval matters)."""
+        if record["status"] == "ok":
+            self.futures[record["chapter"]] = self.pool.submit(self._one, record["chapter"])
+
+    def _one(self, name: str) -> dict:
+        t = time.time()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--nbval-lax",
+               "--nbval-cell-timeout", str(self.cell_timeout_s), str(self.nbval_dir / f"{name}.ipynb")]
+        proc = subprocess.run(cmd, cwd=self.cwd, capture_output=True, text=True,
+                              preexec_fn=_lower_priority if os.name == "posix" else None)
+        counts = {k: int(f[-1]) if (f := rx.findall(proc.stdout)) else 0 for k, rx in _COUNT.items()}
+        return {"chapter": name, "rc": proc.returncode, **counts, "wall_s": time.time() - t, "end": time.time(),
+                "output": proc.stdout + proc.stderr}
+
+    def cancel(self) -> None:
+        """Drop the nbval runs not yet started and wait for the running ones."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def finish(self, chapters_ended: float) -> int:
+        """Wait for every nbval run; print one line per notebook, then the total and how long
+        nbval ran past the end of the last chapter (`chapters_ended`, a time.time())."""
+        results = [f.result() for f in self.futures.values()]
+        self.pool.shutdown(wait=True)
+        failed = [r for r in results if r["rc"] != 0]
+        for r in results:
+            print(f"[book] nbval-lax {r['chapter']}: {'ok' if r['rc'] == 0 else 'FAILED'}, {r['passed']} cells passed, "
+                  f"{r['failed']} failed, in {r['wall_s']:.1f} s", flush=True)
+        for r in failed:
+            print(f"[book] nbval-lax output of {r['chapter']}:\n{r['output'][-6000:]}", file=sys.stderr, flush=True)
+        last = max((r["end"] for r in results), default=chapters_ended)
+        print(f"[book] nbval-lax: {'passed' if not failed else 'FAILED'}, {sum(r['passed'] for r in results)} cells "
+              f"passed and {sum(r['failed'] for r in results)} failed in {len(results)} notebooks, {time.time() - self.t0:.1f} s from the first chapter's start, "
+              f"{max(0.0, last - chapters_ended):.1f} s past the last chapter's end", flush=True)
+        return 1 if failed else 0
