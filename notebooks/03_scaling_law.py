@@ -216,7 +216,8 @@ pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
 # These are one seed on one host. A CPU's matmul kernels pick their blocking and instruction
 # set per CPU. So the order of a float sum can differ between hosts even at one thread, and
 # with it the last bits of the weights. Training amplifies those bits into a slightly
-# different fit. The same grid on the hosts it has run on, from the design ladder (appendix A):
+# different fit. The same grid on the hosts it has run on, from the design ladder (appendix A),
+# including a run with every kernel capped at AVX2 in fp32, as a CPU without AVX512-BF16 runs it:
 
 # %%
 ch.markdown(findings.host_spread_findings(records("toy_grid_ladder")))

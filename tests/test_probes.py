@@ -387,7 +387,7 @@ def test_host_spread_findings_name_the_range_of_each_split():
     from nblib.book.findings import host_spread_findings
     text = host_spread_findings(_ladder([("F", .899, .921), ("F2", .888, .907), ("K", .427, .734), ("F3", .874, .895)]),
                                 "F")
-    assert "fresh on 3 host(s) (rows F, F2, F3 of the design ladder" in text
+    assert "fresh on 3 host(s) or instruction set(s) (rows F, F2, F3 of the design ladder" in text
     assert "0.874 to 0.899 for S1-S3 → S4 and 0.895 to 0.921 for S1-S4 → S5" in text
     assert host_spread_findings(_ladder([("K", .4, .7)])) == ""
     assert "rows V, V2 of" in host_spread_findings(_ladder([("F", .9, .9), ("V", .891, .971), ("V2", .88, .96)]), "V")
