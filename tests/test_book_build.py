@@ -117,7 +117,7 @@ def test_book_jobs_and_prefixed_logs(tmp_path, monkeypatch):
 
 def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fails_on_a_failing_cell(tmp_path, capsys):
     """The test command's nbval pass (nbval_runs.NbvalRuns): a chapter that ended ok is
-    re-executed by nbval-lax in its own pytest process, at nice +10 or lower priority (a cell
+    re-executed by nbval-lax in its own pytest process, at nice +19 (a cell
     checks its own niceness); a failing cell fails the pass and its output is printed; a chapter
     whose papermill run failed is not run again."""
     import nbformat
@@ -141,3 +141,29 @@ def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fail
     assert "[book] nbval-lax 01_ok: ok, 2 cells passed, 0 failed, in" in out
     assert "[book] nbval-lax 02_bad: FAILED, 1 cells passed, 1 failed, in" in out
     assert "nbval-lax: FAILED, 3 cells passed and 1 failed in 2 notebooks" in out and "planted failure" in err
+
+
+def test_nbval_runs_one_at_a_time_while_chapters_run_and_all_jobs_after(tmp_path):
+    """While chapters still run they hold the other cores, so a second nbval run waits for the
+    first; `finish` (the chapters have ended) lets `jobs` run at once; `cancel` drops the runs
+    still waiting."""
+    import nbformat
+
+    from nblib.book.nbval_runs import NbvalRuns
+
+    for name in ("01_a", "02_b", "03_c"):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"import pathlib, time\npathlib.Path(r'{tmp_path}', '{name}.start').touch()")]
+        nbformat.write(nb, str(tmp_path / f"{name}.ipynb"))
+    runs = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
+    runs.submit({"chapter": "01_a", "status": "ok"})
+    runs.submit({"chapter": "02_b", "status": "ok"})
+    assert runs.futures["01_a"].result()["rc"] == 0
+    time.sleep(0.5)
+    assert not (tmp_path / "02_b.start").exists()  # it waits while chapters run
+    assert runs.finish(time.time()) == 0 and (tmp_path / "02_b.start").exists()
+    later = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
+    later.submit({"chapter": "01_a", "status": "ok"})
+    later.submit({"chapter": "03_c", "status": "ok"})
+    later.cancel()
+    assert not (tmp_path / "03_c.start").exists()

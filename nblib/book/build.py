@@ -519,7 +519,8 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
     """The test command's notebook part: every chapter at smoke through papermill (`jobs` at
     a time, default one per core), the book build and its check, and nbval-lax over the
     papermill-parameterised notebooks, each started as its chapter's papermill run ends
-    (`nbval_runs.NbvalRuns`, `jobs` at a time, below the chapters' CPU priority)."""
+    (`nbval_runs.NbvalRuns`: one at a time while chapters run, `jobs` at a time after, at the
+    lowest CPU priority)."""
     jobs = book_jobs(jobs)
     if registry_problems(stop=NOT_RUN):
         return 1
@@ -539,8 +540,8 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
         pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
                             parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
     # nbval-lax re-executes each chapter over the runs its papermill pass stored, starting as
-    # that pass ends, at a lower CPU priority: it fills the cores the chapter chain 2 -> 3 -> 4
-    # -> 5 leaves idle (nbval_runs)
+    # that pass ends, at the lowest CPU priority: it fills the core the chapter chain 2 -> 3 ->
+    # 4 -> 5 leaves idle (nbval_runs)
     nbval = NbvalRuns(nbval_dir, out_dir, jobs, SMOKE_CELL_TIMEOUT_S)
     ended = time.time()
 

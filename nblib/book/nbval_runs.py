@@ -7,10 +7,11 @@ fails. nbval used to start after the last chapter, the book build and the browse
 on a 2-core machine the chapters leave a core idle for minutes: chapters 3, 4 and 5 each wait
 for the one before, while Part 2's chapters have long ended.
 
-`NbvalRuns` starts nbval on a chapter the moment its papermill run has ended, at most `jobs`
-at a time. Each runs in its own pytest process at a lower CPU priority (nice 10), so it fills
-the idle core and yields to the chapters still running. nbval still executes every notebook,
-one pytest session per notebook instead of one for all.
+`NbvalRuns` starts nbval on a chapter the moment its papermill run has ended: one at a time
+while chapters still run (they hold the other cores), `jobs` at a time once they have all
+ended. Each runs in its own pytest process at the lowest CPU priority (nice 19), so it takes
+only the core the chapters leave idle. nbval still executes every notebook, one pytest session
+per notebook instead of one for all.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-NICE = 10  # CPU priority of the nbval processes below the chapters' (0)
+NICE = 19  # CPU priority of the nbval processes: the lowest, below the chapters' (0)
 _COUNT = {k: re.compile(rf"(\d+) {k}") for k in ("passed", "failed")}
 
 
@@ -32,14 +34,17 @@ def _lower_priority() -> None:  # runs in the child before exec
 
 
 class NbvalRuns:
-    """nbval-lax on chapters as they end (`submit`), `jobs` pytest processes at a time; `finish`
-    waits for them all, prints each notebook's result and time, and returns the exit code."""
+    """nbval-lax on chapters as they end (`submit`): one pytest process at a time while chapters
+    run, `jobs` at a time from `finish` on, which waits for them all, prints each notebook's
+    result and time, and returns the exit code."""
 
     def __init__(self, nbval_dir: Path, cwd: Path, jobs: int, cell_timeout_s: int):
         self.nbval_dir, self.cwd, self.cell_timeout_s = Path(nbval_dir), Path(cwd), cell_timeout_s
         self.pool = ThreadPoolExecutor(max_workers=max(1, jobs))
         self.futures: dict = {}
         self.t0 = time.time()
+        self.jobs, self.limit, self.active, self.cancelled = max(1, jobs), 1, 0, False
+        self.slots = threading.Condition()
 
     def submit(self, record: dict) -> None:
         """Start nbval on a chapter whose papermill record says it ended ok (a failed chapter
@@ -48,6 +53,20 @@ class NbvalRuns:
             self.futures[record["chapter"]] = self.pool.submit(self._one, record["chapter"])
 
     def _one(self, name: str) -> dict:
+        with self.slots:
+            self.slots.wait_for(lambda: self.active < self.limit or self.cancelled)
+            if self.cancelled:
+                return {"chapter": name, "rc": None, "passed": 0, "failed": 0, "wall_s": 0.0, "end": time.time(),
+                        "output": "cancelled"}
+            self.active += 1
+        try:
+            return self._nbval(name)
+        finally:
+            with self.slots:
+                self.active -= 1
+                self.slots.notify_all()
+
+    def _nbval(self, name: str) -> dict:
         t = time.time()
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--nbval-lax",
                "--nbval-cell-timeout", str(self.cell_timeout_s), str(self.nbval_dir / f"{name}.ipynb")]
@@ -59,11 +78,19 @@ class NbvalRuns:
 
     def cancel(self) -> None:
         """Drop the nbval runs not yet started and wait for the running ones."""
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        with self.slots:  # the runs waiting for a slot return without running
+            self.cancelled = True
+            self.slots.notify_all()
+        self.pool.shutdown(wait=True)
 
     def finish(self, chapters_ended: float) -> int:
-        """Wait for every nbval run; print one line per notebook, then the total and how long
-        nbval ran past the end of the last chapter (`chapters_ended`, a time.time())."""
+        """The chapters have ended: run `jobs` nbval processes at a time, wait for every one,
+        print one line per notebook, then the total and how long nbval ran past the end of the
+        last chapter (`chapters_ended`, a time.time())."""
+        with self.slots:
+            self.limit = self.jobs
+            self.slots.notify_all()
         results = [f.result() for f in self.futures.values()]
         self.pool.shutdown(wait=True)
         failed = [r for r in results if r["rc"] != 0]
