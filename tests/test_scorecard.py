@@ -197,7 +197,7 @@ def test_the_host_spread_counts_the_book_grids_reruns_that_measured_the_column(t
     _trajectory(tmp_path, -1)
     _r2(tmp_path, 0.9)
     toy = SC.Figures(tmp_path, "toy")
-    assert SC._s5_trajectory(toy).shown.endswith("; 2 hosts: -0.97 to -0.95")
+    assert SC._s5_trajectory(toy).shown.endswith("; 2 hosts: -0.967 to -0.951")
     assert SC._r2_law(toy).shown.endswith("; 3 hosts: 0.874 to 0.902 / 0.874 to 0.902")
     assert "hosts" not in SC._s5_trajectory(SC.Figures(tmp_path, "smoke")).shown
     monkeypatch.setattr(SC, "records", lambda name: ladder.iloc[[0, 3]])

@@ -103,7 +103,7 @@ def _r2_law(f: Figures) -> Measure:
     return Measure(float(t["R²"].min()), shown + _host_spread(f, list(GL.R2.values())))
 
 
-def _host_spread(f: Figures, columns: list[str], digits: int = 3) -> str:
+def _host_spread(f: Figures, columns: list[str]) -> str:
     """'; k hosts: lo-hi / ...' over the design ladder's rows of the book's toy grid that carry
     every one of `columns` (the grid re-run fresh on other hosts, `grid_ladder.book_grid_rows`),
     or '' when fewer than two hosts measured them or the build is not the toy's."""
@@ -113,7 +113,7 @@ def _host_spread(f: Figures, columns: list[str], digits: int = 3) -> str:
     if len(rows) < 2:
         return ""
     cols = [rows[c].astype(float) for c in columns]
-    return f"; {len(rows)} hosts: " + " / ".join(f"{c.min():.{digits}f} to {c.max():.{digits}f}" for c in cols)
+    return f"; {len(rows)} hosts: " + " / ".join(f"{c.min():.3f} to {c.max():.3f}" for c in cols)
 
 
 def _table3(f: Figures) -> Measure:
@@ -181,7 +181,7 @@ def _s5_trajectory(f: Figures) -> Measure:
     at30 = g[g.dl == 30].longppl
     start = f"{at30.iloc[0]:.2f} at 30" if len(at30) else f"{g.longppl.iloc[0]:.2f} at {g.dl.iloc[0]:g}"
     return Measure(rho, f"ρ {rho:+.2f}; Last4 {start} → {g.longppl.iloc[-1]:.2f} at {g.dl.iloc[-1]:g}"
-                   + _host_spread(f, [GL.S5_RHO], digits=2))
+                   + _host_spread(f, [GL.S5_RHO]))
 
 
 def _prefix(f: Figures) -> Measure:
