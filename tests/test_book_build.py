@@ -136,7 +136,7 @@ def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fail
     for name, status in (("01_ok", "ok"), ("02_bad", "ok"), ("03_failed_before", "failed")):
         runs.submit({"chapter": name, "status": status})
     assert set(runs.futures) == {"01_ok", "02_bad"}
-    assert runs.finish(time.time()) == 1
+    assert runs.finish() == 1
     out, err = capsys.readouterr()
     assert "[book] nbval-lax 01_ok: ok, 2 cells passed, 0 failed, in" in out
     assert "[book] nbval-lax 02_bad: FAILED, 1 cells passed, 1 failed, in" in out
@@ -161,7 +161,7 @@ def test_nbval_runs_one_at_a_time_while_chapters_run_and_all_jobs_after(tmp_path
     assert runs.futures["01_a"].result()["rc"] == 0
     time.sleep(0.5)
     assert not (tmp_path / "02_b.start").exists()  # it waits while chapters run
-    assert runs.finish(time.time()) == 0 and (tmp_path / "02_b.start").exists()
+    assert runs.finish() == 0 and (tmp_path / "02_b.start").exists()
     later = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
     later.submit({"chapter": "01_a", "status": "ok"})
     later.submit({"chapter": "03_c", "status": "ok"})

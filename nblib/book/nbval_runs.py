@@ -42,13 +42,14 @@ class NbvalRuns:
         self.nbval_dir, self.cwd, self.cell_timeout_s = Path(nbval_dir), Path(cwd), cell_timeout_s
         self.pool = ThreadPoolExecutor(max_workers=max(1, jobs))
         self.futures: dict = {}
-        self.t0 = time.time()
+        self.t0 = self.chapters_ended = time.time()
         self.jobs, self.limit, self.active, self.cancelled = max(1, jobs), 1, 0, False
         self.slots = threading.Condition()
 
     def submit(self, record: dict) -> None:
         """Start nbval on a chapter whose papermill record says it ended ok (a failed chapter
-        fails the test command before nbval matters)."""
+        fails the test command before nbval matters). The last call marks the chapters' end."""
+        self.chapters_ended = time.time()
         if record["status"] == "ok":
             self.futures[record["chapter"]] = self.pool.submit(self._one, record["chapter"])
 
@@ -84,10 +85,10 @@ class NbvalRuns:
             self.slots.notify_all()
         self.pool.shutdown(wait=True)
 
-    def finish(self, chapters_ended: float) -> int:
+    def finish(self) -> int:
         """The chapters have ended: run `jobs` nbval processes at a time, wait for every one,
         print one line per notebook, then the total and how long nbval ran past the end of the
-        last chapter (`chapters_ended`, a time.time())."""
+        last chapter."""
         with self.slots:
             self.limit = self.jobs
             self.slots.notify_all()
@@ -99,8 +100,9 @@ class NbvalRuns:
                   f"{r['failed']} failed, in {r['wall_s']:.1f} s", flush=True)
         for r in failed:
             print(f"[book] nbval-lax output of {r['chapter']}:\n{r['output'][-6000:]}", file=sys.stderr, flush=True)
-        last = max((r["end"] for r in results), default=chapters_ended)
+        last = max((r["end"] for r in results), default=self.chapters_ended)
         print(f"[book] nbval-lax: {'passed' if not failed else 'FAILED'}, {sum(r['passed'] for r in results)} cells "
-              f"passed and {sum(r['failed'] for r in results)} failed in {len(results)} notebooks, {time.time() - self.t0:.1f} s from the first chapter's start, "
-              f"{max(0.0, last - chapters_ended):.1f} s past the last chapter's end", flush=True)
+              f"passed and {sum(r['failed'] for r in results)} failed in {len(results)} notebooks, "
+              f"{time.time() - self.t0:.1f} s from the first chapter's start, "
+              f"{max(0.0, last - self.chapters_ended):.1f} s past the last chapter's end", flush=True)
         return 1 if failed else 0
