@@ -231,14 +231,18 @@ class Budget:
     # long document's segments are training sequences of their own (LongMixtureStream aligned);
     # False, a bucket's pieces are laid end to end and cut, so most windows join two documents.
     lccp_aligned: bool = False
-    # Training precision on CPU of every run after the short stage (LCCP, the 4x extension, SFT):
-    # "fp32", or "bf16", CPU autocast to bfloat16 with fp32 master weights and optimizer (the
-    # paper trains in bf16, App. A.3). On a CPU with AVX512-BF16 it makes a 4 x 1,024-token LCCP
-    # step 1.3-1.4x faster (benchmarks/results/bench_train.json, `bf16_speedup`); on the 32 x 128
-    # short steps it gains 0.9-1.2x, so the short stage and the LongPPL reference stay fp32.
-    # Without native bf16 a CPU emulates it, slowly: set "fp32" there (a budget file's
-    # `long_precision`). GPUs always train under bf16 autocast.
+    # Training precision on CPU of every run at the long context (the LongPPL reference, LCCP, the
+    # 4x extension, SFT) and of the short stages of `bf16_short_scales`: "fp32", or "bf16", CPU
+    # autocast to bfloat16 with fp32 master weights and optimizer (the paper trains in bf16,
+    # App. A.3). On a CPU with AVX512-BF16 it makes a 4 x 1,024-token step 1.3-1.5x faster
+    # (benchmarks/results/bench_train.json, `bf16_speedup`). Without native bf16 a CPU emulates
+    # it, slowly: set "fp32" there (a budget file's `long_precision`), and every run trains in
+    # fp32. GPUs always train under bf16 autocast.
     long_precision: str = "fp32"
+    # The scales whose short stage (trunk and WSD decays) trains at `long_precision` too: those
+    # whose 32 x 128-token short step bf16 makes faster by 1.1x or more (bench_train's
+    # `bf16_speedup`); the others' short stages stay fp32 whatever `long_precision` says.
+    bf16_short_scales: tuple = ()
     # What a token multiple (Ds/N, Dl/N, checkpoint spacing) multiplies: None, each scale's own
     # non-embedding N (the paper's grid, §3.1); a scale name, that scale's N at every scale, so
     # every scale trains on the same token counts (toy: copying sets in after a roughly constant
@@ -263,6 +267,10 @@ class Budget:
                               "token_unit to a scale name too, or leave token_unit_tokens unset")
         if self.long_precision not in PRECISIONS:
             raise BudgetError(f"long_precision={self.long_precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
+        unknown = [s for s in self.bf16_short_scales if s not in self.scales]
+        if unknown:
+            raise BudgetError(f"bf16_short_scales names {unknown}, not scales of budget {self.name}; "
+                              f"allowed: {', '.join(self.scales)}")
         if self.needle_value_form not in ("ruler", "short"):
             raise BudgetError(f"needle_value_form={self.needle_value_form!r} is not allowed; allowed: ruler, short")
 
@@ -300,9 +308,14 @@ class Budget:
 
     @property
     def run_precision(self) -> str | None:
-        """`RunConfig.precision` of a run after the short stage: None for fp32 (the hashes runs
-        had before the field), else `long_precision`."""
+        """`RunConfig.precision` of a run at the long context (the reference, LCCP, extension,
+        SFT): None for fp32 (the hashes runs had before the field), else `long_precision`."""
         return None if self.long_precision == "fp32" else self.long_precision
+
+    def short_precision(self, scale: str) -> str | None:
+        """`RunConfig.precision` of `scale`'s short stage: `run_precision` where the scale is in
+        `bf16_short_scales`, else None (fp32)."""
+        return self.run_precision if scale in self.bf16_short_scales else None
 
     def lccp_lr(self, scale: str) -> float:
         """LCCP's starting LR at `scale`: the short stage's stable LR times `lccp_lr_frac`."""
@@ -439,6 +452,9 @@ def _toy() -> Budget:
     #   grid from an empty store every verdict of the book's scorecard matched fp32's (chapter 3's
     #   held-out R² 0.886 / 0.970 against 0.891 / 0.971, S5's Last4 4.38 at Dl 150 against 4.39,
     #   the code needles 23.7 / 24.3 in both), and chapters 3-5 ran in 78 min against 100.
+    #   Design Vc adds the LongPPL reference (its 4 x 1,024-token step 1.46x faster at 2
+    #   threads) and the short stages of S3 and S5 (bf16_short_scales: their 32 x 128 step 1.12x
+    #   and 1.22x, against 0.94-1.06x at S1, S2, S4; bench_train).
     # - S5's Constant trajectory runs to Dl = 150 (past the paper's 120) so that chapter 5 scores
     #   its needles where the ladder's design V read them best, with 100 prompts per needle there.
     v, ml = 1024, 8192
@@ -455,6 +471,7 @@ def _toy() -> Budget:
     return Budget(
         name="toy", short_seq_len=128, long_seq_len=1024, ext_seq_len=4096, rope_bases=TOY_ROPE_BASES,
         multiple_scale=1.0, token_unit="S1", token_unit_tokens=23_714, lccp_lr_frac=0.1, lccp_aligned=True, long_precision="bf16",
+        bf16_short_scales=("S3", "S5"),
         ds_multiples=PAPER_DS_MULTIPLES[2:], dl_multiples=PAPER_DL_MULTIPLES[:3],
         s5_configs=((270, 10), (360, 20), (450, 30)),
         # Fig. 4a's pool of 25 checkpoints is spaced 1 unit, not the paper's 2N: S4's trajectories

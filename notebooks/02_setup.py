@@ -176,7 +176,7 @@ ch.markdown(toy_design.smear_ablation_findings(smear_summary))
 # ## How much the numbers move: seeds and CPU kernels
 #
 # Two spreads bound what a toy number can say. The **seed spread**: chapter 3 trains the
-# stable trunks of S1 and S4 with a second seed and compares their held-out loss. The
+# stable trunk of S1 with a second seed and compares their held-out loss. The
 # **CPU-kernel spread**: PyTorch picks its vector kernels at run time (AVX-512 where the CPU
 # has it, else AVX2), and training amplifies their rounding differences. Chapters 2-4 were run
 # a second time under AVX2 kernels, into their own store and output folder, and compared run
@@ -222,8 +222,9 @@ print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, 
 ref_run = ch.store.run(grid.reference_config(b)) if b.reference["kind"] == "nblib" else None
 fig = metric_figures.reference_training_figure(ref_run.metrics() if ref_run else None, b.reference.get("path"))
 ch.save_figure(fig, "figA1_reference_training", runs=[ref_run] if ref_run else [])
-if ref_run:  # the host's speed index: the README scales chapter times by it
+if ref_run:  # its training speed, and the host's speed index: the README scales chapter times by it
     print(metric_figures.training_speed_line(ref_run.metrics(), "LongPPL reference"))
+    print(metric_figures.speed_index_line(b))
 
 # %% [markdown]
 # :::{figure} #cell-reference-training

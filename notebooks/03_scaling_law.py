@@ -115,11 +115,11 @@ ch.save_figure(fig, "fig_copy_gain", runs=runs)
 # ## Is the short stage still learning?
 #
 # App. A.3's WSD short stage keeps a constant LR through its stable phase. If the loss had
-# stopped falling there, the $D_s$ axis would measure noise. The stable trunks of S1 and S4
-# are trained with a second seed; the seed spread is the largest difference between the two
-# seeds' held-out loss at the end of the stable phase (held-out: the test documents cut
-# into windows of the short context). Every scale's loss must fall from the stable phase's
-# midpoint to its end by more than that spread.
+# stopped falling there, the $D_s$ axis would measure noise. The stable trunk of S1, the
+# scale whose seeds differ most, is trained with a second seed; the seed spread is the
+# difference between the two seeds' held-out loss at the end of the stable phase (held-out:
+# the test documents cut into windows of the short context). Every scale's loss must fall
+# from the stable phase's midpoint to its end by more than that spread.
 
 # %%
 stable = diagnostics.stable_phase_table(ev)

@@ -131,3 +131,22 @@ def test_the_last_point_takes_more_prompts_per_needle():
     assert sizes[points[-1]] == {b.needle_samples_last} and all(sizes[p] == {b.ruler_samples} for p in points[:-1])
     same = D.code_needle_suites(dataclasses.replace(b, needle_samples_last=None), points)
     assert all(s is same[points[0]] for s in same.values())  # unset: one suite at every point
+
+
+def test_the_speed_index_times_the_reference_step_in_fp32_and_refuses_what_it_cannot_time():
+    """The speed index (chapter 2) is a step rate of the reference's own shape, whatever precision
+    the reference trains at; a budget with an external reference, or no steps, is refused."""
+    import dataclasses
+
+    import pytest
+
+    from nblib.budgets import get_budget
+    from nblib.training.speed_index import reference_step_rate
+    smoke = get_budget("smoke")
+    assert smoke.long_precision == "bf16"  # the reference trains in bf16; the index still times fp32
+    r = reference_step_rate(smoke, steps=3, warmup=1)
+    assert 0 < r < float("inf")
+    with pytest.raises(ValueError, match="external reference.*allowed: kind 'nblib'"):
+        reference_step_rate(get_budget("full"))
+    with pytest.raises(ValueError, match="steps=0.*allowed steps >= 1"):
+        reference_step_rate(dataclasses.replace(smoke), steps=0)

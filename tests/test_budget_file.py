@@ -78,13 +78,15 @@ def _corpus(path: Path, n: int = 200) -> Path:
 # LongPPL reference, the first hash, since it names the two threads it trains at).
 PINNED = {
     # smoke: its runs after the short stage in bf16 since toy's are (smoke is toy sized down), and
-    # 16 sequences a short-stage step (4 before: the same tokens in a quarter of the steps)
-    "smoke": (85, "f13e3e813033055b30f727b134bf0a7cb5978a7a20c7543f341351a11c075f5f", "1260d113f8a06e84",
-              "692f31dbc54bd1a2"),
+    # 16 sequences a short-stage step (4 before: the same tokens in a quarter of the steps); its
+    # reference and the short stages of S3 and S5 in bf16 too since design Vc
+    "smoke": (85, "d73f50b73e10e158c53ab03ab72b8f2f17ad1e676339fc6dbe8db00e34ee8878", "104a10bda33eba1e",
+              "7e05fba7ab47bbc7"),
     # toy: design V's grid since it became the book's (grid F's is data/probes/grid_designs/F.toml),
-    # its runs after the short stage in bf16 (long_precision) since that was adopted
-    "toy": (85, "a8f1564aacf82ebdb82df2b181771ad2074c4ee1c1c62bab195b6cb99a9879db", "28de93e071f516c5",
-            "025a7d3231437fb9"),
+    # its runs after the short stage in bf16 (long_precision) since that was adopted (Vb), and its
+    # reference and the short stages of S3 and S5 since design Vc
+    "toy": (85, "866fe0882db62650a17ee659f2fc268ed76fc02fafacd3dbe390e66787c8a669", "95e9a25cc88492b1",
+            "a90ada8a04b53e0e"),
     "full": (200, "c885de240276566011483c22e57de2d731948cfed6f7cd8cb256c2313e7bdbd2", "18c96e39e5ded79d",
              "c4ae9757cd75a745"),
 }
@@ -124,7 +126,8 @@ CHANGES = [
      replace(SMOKE, scales={**SMOKE.scales, "S1": replace(S1, model={**S1.model, "d_ff": 24})}), "S1"),
     ("lccp_lr_frac=0.05", replace(SMOKE, lccp_lr_frac=0.05), "lccp"),
     ("lccp_aligned=true", replace(SMOKE, lccp_aligned=True), "lccp"),
-    ('long_precision="fp32"', replace(SMOKE, long_precision="fp32"), "lccp"),
+    ('long_precision="fp32"', replace(SMOKE, long_precision="fp32"), "precision"),
+    ('bf16_short_scales=["S1", "S3", "S5"]', replace(SMOKE, bf16_short_scales=("S1", "S3", "S5")), "S1"),
     ("rope_bases=[1e4, 1e6, 1e7]", replace(SMOKE, rope_bases=(1e4, 1e6, 1e7)), "lccp"),
     ("long_seq_len=32", replace(SMOKE, long_seq_len=32), "long"),
     ("tokenizer=hf:/elsewhere/tokenizer.json", replace(SMOKE, tokenizer="hf:/elsewhere/tokenizer.json"), "all"),
@@ -140,6 +143,8 @@ def _entered(stage, scale: str, kind: str) -> bool:
         return scale == "S1"
     if kind == "lccp":  # LCCP's LR, RoPE base, windows: every LCCP run, no short-stage run, not the reference
         return stage in ("linear-decay", "constant", "trajectory")
+    if kind == "precision":  # every run at the long context, and the short stages of bf16_short_scales
+        return stage != "short" or scale in SMOKE.bf16_short_scales
     return stage != "short"  # the LCCP context: LCCP runs and the reference (trained at it)
 
 
@@ -382,10 +387,10 @@ def test_grid_f_is_the_earlier_toy_and_v_the_books():
     assert f == grid_f()  # the probes' grid F (`--budget F`) is the file's
     toy, v = get_budget("toy"), load_budget_file(GRID_DESIGNS[0].parent / "V.toml")
     v_book = replace(v, s5_trajectory=toy.s5_trajectory, needle_samples_last=toy.needle_samples_last,
-                     long_precision="bf16")
-    assert v.long_precision == "fp32" and v_book == toy
-    with grid.placeholder_corpus():
-        assert _grid_hashes(replace(v, long_precision="bf16")) == _grid_hashes(toy)  # a trajectory's hash ignores its length
+                     long_precision="bf16", bf16_short_scales=("S3", "S5"))
+    assert v.long_precision == "fp32" and v_book == toy  # fp32: bf16_short_scales (from toy) is inert
+    with grid.placeholder_corpus():  # a trajectory's hash ignores its length
+        assert _grid_hashes(replace(v, long_precision="bf16", bf16_short_scales=("S3", "S5"))) == _grid_hashes(toy)
 
 
 def test_a_base_file_chain_merges_in_order_and_a_cycle_is_refused(tmp_path):

@@ -142,7 +142,7 @@ def test_a_pinned_token_unit_needs_a_token_unit():
         replace(get_budget("toy"), needle_value_form="long")
 
 
-def test_long_precision_reaches_every_run_after_the_short_stage_and_nothing_else():
+def test_long_precision_reaches_every_long_context_run_and_the_bf16_short_scales_only():
     from nblib.lccp import grid
     assert get_budget("smoke").long_precision == get_budget("toy").long_precision == "bf16"
     b = get_budget("smoke")
@@ -150,9 +150,17 @@ def test_long_precision_reaches_every_run_after_the_short_stage_and_nothing_else
     assert grid.lccp_linear_decay(b, "S2", b.ds_multiples[0], b.dl_multiples[0]).precision == "bf16"
     short = grid.short_stage(b, "S2")
     assert short.trunk.precision is None and all(c.precision is None for c in short.wsd.values())
+    # the reference (trained at the long context) and the short stages of bf16_short_scales follow it
+    assert b.bf16_short_scales == ("S3", "S5") and grid.reference_config(b).precision == "bf16"
+    for s in ("S3", "S5"):
+        st = grid.short_stage(b, s)
+        assert st.trunk.precision == "bf16" and all(c.precision == "bf16" for c in st.wsd.values())
     # the short stage keeps fp32, so its runs (and their hashes) are the fp32 budget's
     fp32 = dataclasses.replace(b, long_precision="fp32")
     assert short.trunk.hash == grid.short_stage(fp32, "S2").trunk.hash
     assert grid.lccp_constant(fp32, "S2", fp32.ds_multiples[0], 1).precision is None  # fp32 keeps the hashes runs had before
+    assert grid.reference_config(fp32).precision is None and grid.short_stage(fp32, "S3").trunk.precision is None
+    with pytest.raises(BudgetError, match=r"bf16_short_scales names \['S9'\].*allowed: S1, S2, S3, S4, S5"):
+        dataclasses.replace(b, bf16_short_scales=("S9",))
     with pytest.raises(BudgetError, match=r"long_precision='fp16'.*fp32, bf16"):
         dataclasses.replace(fp32, long_precision="fp16")

@@ -97,6 +97,8 @@ RULES = {
     "ext_mixture": (lambda v: v in ("extension_128k", "natural_128k"), "extension_128k, natural_128k"),
     "lccp_aligned": (lambda v: isinstance(v, bool), "true or false"),
     "long_precision": (lambda v: v in PRECISIONS, ", ".join(PRECISIONS)),
+    "bf16_short_scales": (lambda v: all(x in SCALES for x in v) and len(set(v)) == len(v),
+                          "a list of distinct scale names: " + ", ".join(SCALES)),
     "needle_value_form": (lambda v: v in ("ruler", "short"), "ruler, short"),
     "needle_samples_last": POS_INT,
     "variant_fit_starts": POS_INT,

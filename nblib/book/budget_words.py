@@ -105,8 +105,13 @@ def precision_words(b) -> str:
     """Where budget `b` trains in bf16 against the paper's bfloat16 everywhere (App. A.3):
     `Budget.long_precision` on CPU; GPUs always train under bf16 autocast."""
     if b.long_precision == "bf16":
-        return ("**Precision:** LCCP, the extension and SFT train under bf16 autocast with fp32 weights (the paper "
-                "trains every stage in bfloat16); the short stage and the LongPPL reference train in fp32.")
+        bf16 = [s for s in b.scales if s in b.bf16_short_scales]
+        fp32 = [s for s in b.scales if s not in b.bf16_short_scales]
+        short = ("the short stage trains in fp32" if not bf16 else
+                 f"so does the short stage of {', '.join(bf16)}" + (f", and that of {', '.join(fp32)} trains in fp32"
+                                                                   if fp32 else ""))
+        return ("**Precision:** the LongPPL reference, LCCP, the extension and SFT train under bf16 autocast with "
+                f"fp32 weights (the paper trains every stage in bfloat16); {short}.")
     return "**Precision:** fp32 on CPU (the paper trains in bfloat16; GPUs here train under bf16 autocast)."
 
 

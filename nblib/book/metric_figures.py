@@ -57,5 +57,14 @@ def training_speed(metrics) -> dict:
 def training_speed_line(metrics, name: str) -> str:
     """One line for a chapter: a run's training speed (`training_speed`)."""
     sp = training_speed(metrics)
-    return (f"{name}: {sp['steps']:,} steps in {sp['seconds']:.0f} s, {sp['steps_per_s']:.2f} steps/s on this host "
-            "(the README's speed index: chapter times scale with it)")
+    return f"{name}: {sp['steps']:,} steps in {sp['seconds']:.0f} s, {sp['steps_per_s']:.2f} steps/s on this host"
+
+
+def speed_index_line(budget) -> str:
+    """One line for chapter 2: the host's speed index (`nblib.training.speed_index`), the
+    LongPPL reference's fp32 training step rate, which the README scales chapter times by."""
+    from nblib.training.speed_index import reference_step_rate
+    from nblib.lccp.grid import REFERENCE_THREADS
+    r = reference_step_rate(budget)
+    return (f"speed index: {r:.2f} steps/s (the LongPPL reference's training step in fp32 at {REFERENCE_THREADS} "
+            "threads; the README's chapter times scale with it)")
