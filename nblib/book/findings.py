@@ -150,13 +150,13 @@ def scaling_law_findings(table: pd.DataFrame, holdout: dict, short_holdout: dict
 
 def host_spread_findings(ladder: pd.DataFrame, design: str = GL.BOOK_GRID_DESIGN) -> str:
     """Fig. 3's held-out R² across hosts: the book's toy grid at seed 0 run fresh on each 2-core
-    host or instruction set (rows Vb, Vb2, ... of the design ladder, `grid_ladder.book_grid_rows`;
+    host, instruction set or precision (its rows of the design ladder, `grid_ladder.book_grid_rows`;
     each row's `change` says which)."""
     rows = GL.book_grid_rows(ladder, design)
     if rows.empty:
         return ""
     s4, s5 = (rows[c].astype(float) for c in GL.R2.values())
-    return (f"The toy grid at seed 0, run fresh on {len(rows)} host(s) or instruction set(s) (rows "
+    return (f"The toy grid at seed 0, run fresh on {len(rows)} host(s), instruction set(s) or precision(s) (rows "
             f"{', '.join(rows['design'])} of the design "
             f"ladder, appendix A), gives held-out R² {s4.min():.3f} to {s4.max():.3f} for S1-S3 → S4 and {s5.min():.3f} to "
             f"{s5.max():.3f} for S1-S4 → S5. A difference smaller than that spread is not a finding.")

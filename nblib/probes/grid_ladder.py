@@ -51,16 +51,24 @@ DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2, S5_RHO
           **{c: 2 for c in S5_AT.values()}, **{c: 3 for c in CL4_R2.values()}, PART1_MIN: 1}
 # The book's own toy grid in the ladder: its rows are the design's letter, and the letter with 2, 3,
 # ... for the same grid re-run fresh on other hosts. F was the book's grid until design V; Vb is V
-# with every run after the short stage in bf16 (Budget.long_precision), the book's since then.
-BOOK_GRID_DESIGN = "Vb"
+# with every run after the short stage in bf16 (Budget.long_precision); Vc, the book's since
+# then, is Vb with the LongPPL reference and the short stages of S3 and S5 in bf16 too
+# (Budget.bf16_short_scales) and S1's second trunk alone for the seed spread.
+BOOK_GRID_DESIGN = "Vc"
+# Rows of another letter that ran the book's grid too. Vb2 ran Vb under AVX2 kernels with
+# long_precision=fp32, and in fp32 Vb and Vc are one grid: Vc changes only which runs train in bf16
+# (and drops a trunk no ladder measure reads), so every run of Vb2 is Vc's at fp32.
+BOOK_GRID_ALSO = {"Vc": ("Vb2",)}
 _LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
 
 
 def book_grid_rows(ladder: pd.DataFrame, design: str = BOOK_GRID_DESIGN) -> pd.DataFrame:
-    """The ladder's rows of one grid, by default the book's own (`BOOK_GRID_DESIGN`): `design`
-    and its fresh re-runs (`design` + a number), one per host at the same seed, so their spread
-    is the host spread of each measure."""
-    return ladder[ladder["design"].astype(str).str.fullmatch(re.escape(design) + r"\d*")]
+    """The ladder's rows of one grid, by default the book's own (`BOOK_GRID_DESIGN`): `design`,
+    its fresh re-runs (`design` + a number) and the rows `BOOK_GRID_ALSO` names for it, one per
+    host, instruction set or precision at the same seed, so their spread is the host spread of
+    each measure."""
+    names = ladder["design"].astype(str)
+    return ladder[names.str.fullmatch(re.escape(design) + r"\d*") | names.isin(BOOK_GRID_ALSO.get(design, ()))]
 
 
 def last4_le_raw_in(text: str) -> float | None:
