@@ -176,7 +176,7 @@ ch.markdown(toy_design.smear_ablation_findings(smear_summary))
 # ## How much the numbers move: seeds and CPU kernels
 #
 # Two spreads bound what a toy number can say. The **seed spread**: chapter 3 trains the
-# stable trunk of S1 with a second seed and compares their held-out loss. The
+# stable trunk of S1 with a second seed and compares the two seeds' held-out loss. The
 # **CPU-kernel spread**: PyTorch picks its vector kernels at run time (AVX-512 where the CPU
 # has it, else AVX2), and training amplifies their rounding differences. Chapters 2-4 were run
 # a second time under AVX2 kernels, into their own store and output folder, and compared run

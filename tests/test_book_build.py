@@ -118,7 +118,8 @@ def test_book_jobs_and_prefixed_logs(tmp_path, monkeypatch):
 def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fails_on_a_failing_cell(tmp_path, capsys):
     """The test command's nbval pass (nbval_runs.NbvalRuns): a chapter that ended ok is
     re-executed by nbval-lax in its own pytest process, at nice +19 (a cell
-    checks its own niceness); a failing cell fails the pass and its output is printed; a chapter
+    checks its own niceness) and saving its figures into a folder of its own, seeded from the
+    build's; a failing cell fails the pass and its output is printed; a chapter
     whose papermill run failed is not run again."""
     import nbformat
 
@@ -129,18 +130,26 @@ def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fail
         nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
         nbformat.write(nb, str(tmp_path / f"{name}.ipynb"))
 
-    notebook("01_ok", "import os", f"assert os.nice(0) >= {NICE}, os.nice(0)")
+    notebook("01_ok", "import os", f"assert os.nice(0) >= {NICE}, os.nice(0)",
+             # a figure saved by the re-execution lands in nbval's own folder, seeded from the build's
+             "from pathlib import Path; d = Path(os.environ['NBLIB_FIGURES_DIR'])\n"
+             "assert (d / 'c' / 'f.png').read_text() == 'first pass'; (d / 'c' / 'f.png').write_text('nbval')")
     notebook("02_bad", "x = 1", "raise ValueError('planted failure')")
     notebook("03_failed_before", "raise SystemExit('must not run')")
-    runs = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
+    build_figures = tmp_path / "build_figures"
+    (build_figures / "c").mkdir(parents=True)
+    (build_figures / "c" / "f.png").write_text("first pass")
+    runs = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60, figures=build_figures)
     for name, status in (("01_ok", "ok"), ("02_bad", "ok"), ("03_failed_before", "failed")):
         runs.submit({"chapter": name, "status": status})
     assert set(runs.futures) == {"01_ok", "02_bad"}
     assert runs.finish() == 1
     out, err = capsys.readouterr()
-    assert "[book] nbval-lax 01_ok: ok, 2 cells passed, 0 failed, in" in out
+    assert "[book] nbval-lax 01_ok: ok, 3 cells passed, 0 failed, in" in out
+    assert (build_figures / "c" / "f.png").read_text() == "first pass"  # the build's figure is untouched
+    assert (tmp_path / "figures" / "01_ok" / "c" / "f.png").read_text() == "nbval"
     assert "[book] nbval-lax 02_bad: FAILED, 1 cells passed, 1 failed, in" in out
-    assert "nbval-lax: FAILED, 3 cells passed and 1 failed in 2 notebooks" in out and "planted failure" in err
+    assert "nbval-lax: FAILED, 4 cells passed and 1 failed in 2 notebooks" in out and "planted failure" in err
 
 
 def test_nbval_runs_one_at_a_time_while_chapters_run_and_all_jobs_after(tmp_path):

@@ -141,7 +141,7 @@ def test_the_speed_index_times_the_reference_step_in_fp32_and_refuses_what_it_ca
     import pytest
 
     from nblib.budgets import get_budget
-    from nblib.training.speed_index import reference_step_rate
+    from nblib.lccp.speed_index import reference_step_rate
     smoke = get_budget("smoke")
     assert smoke.long_precision == "bf16"  # the reference trains in bf16; the index still times fp32
     r = reference_step_rate(smoke, steps=3, warmup=1)

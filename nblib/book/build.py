@@ -473,7 +473,7 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
     # nbval-lax re-executes each chapter over the runs its papermill pass stored, starting as
     # that pass ends, at the lowest CPU priority: it fills the core the chapter chain 2 -> 3 ->
     # 4 -> 5 leaves idle (nbval_runs)
-    nbval = NbvalRuns(nbval_dir, out_dir, jobs, SMOKE_CELL_TIMEOUT_S)
+    nbval = NbvalRuns(nbval_dir, out_dir, jobs, SMOKE_CELL_TIMEOUT_S, figures=out_dir / "figures")
     rc = run_book("smoke", out_dir, jobs=jobs, on_done=nbval.submit)
     if rc:
         nbval.cancel()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from nblib.lccp.grid import REFERENCE_THREADS
+from nblib.lccp.speed_index import reference_step_rate
+
 
 def reference_training_figure(metrics, reference_path: str | None = None):
     """Training loss of the LongPPL reference against tokens (`metrics`: the run's metrics table
@@ -61,10 +64,8 @@ def training_speed_line(metrics, name: str) -> str:
 
 
 def speed_index_line(budget) -> str:
-    """One line for chapter 2: the host's speed index (`nblib.training.speed_index`), the
+    """One line for chapter 2: the host's speed index (`nblib.lccp.speed_index`), the
     LongPPL reference's fp32 training step rate, which the README scales chapter times by."""
-    from nblib.training.speed_index import reference_step_rate
-    from nblib.lccp.grid import REFERENCE_THREADS
     r = reference_step_rate(budget)
     return (f"speed index: {r:.2f} steps/s (the LongPPL reference's training step in fp32 at {REFERENCE_THREADS} "
             "threads; the README's chapter times scale with it)")

@@ -12,12 +12,20 @@ while chapters still run (they hold the other cores), `jobs` at a time once they
 ended. Each runs in its own pytest process at the lowest CPU priority (nice 19), so it takes
 only the core the chapters leave idle. nbval still executes every notebook, one pytest session
 per notebook instead of one for all.
+
+A re-executed chapter saves its figures again, and a figure need not come out byte for byte
+the same (a plot of losses that differ in the last bits, from another thread count, moves an
+antialiased pixel). The book is built and checked from the first pass's figures while nbval
+runs, so each nbval run writes into a folder of its own, `<nbval_dir>/figures/<chapter>`,
+seeded with a copy of the build's figures when it starts (a chapter may read what an earlier
+one saved, as chapter 12 reads chapter 5's needles).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -38,8 +46,9 @@ class NbvalRuns:
     run, `jobs` at a time from `finish` on, which waits for them all, prints each notebook's
     result and time, and returns the exit code."""
 
-    def __init__(self, nbval_dir: Path, cwd: Path, jobs: int, cell_timeout_s: int):
+    def __init__(self, nbval_dir: Path, cwd: Path, jobs: int, cell_timeout_s: int, figures: Path | None = None):
         self.nbval_dir, self.cwd, self.cell_timeout_s = Path(nbval_dir), Path(cwd), cell_timeout_s
+        self.figures = Path(figures) if figures else None  # the build's figures: copied, never written
         self.pool = ThreadPoolExecutor(max_workers=max(1, jobs))
         self.futures: dict = {}
         self.t0 = self.chapters_ended = time.time()
@@ -69,9 +78,14 @@ class NbvalRuns:
 
     def _nbval(self, name: str) -> dict:
         t = time.time()
+        figures = self.nbval_dir / "figures" / name
+        if self.figures is not None and self.figures.is_dir():
+            shutil.copytree(self.figures, figures, dirs_exist_ok=True)
+        figures.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--nbval-lax",
                "--nbval-cell-timeout", str(self.cell_timeout_s), str(self.nbval_dir / f"{name}.ipynb")]
         proc = subprocess.run(cmd, cwd=self.cwd, capture_output=True, text=True,
+                              env={**os.environ, "NBLIB_FIGURES_DIR": str(figures)},
                               preexec_fn=_lower_priority if os.name == "posix" else None)
         counts = {k: int(f[-1]) if (f := rx.findall(proc.stdout)) else 0 for k, rx in _COUNT.items()}
         return {"chapter": name, "rc": proc.returncode, **counts, "wall_s": time.time() - t, "end": time.time(),
