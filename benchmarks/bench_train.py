@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from nblib.budgets import SCALES, get_budget
 from nblib.lccp import grid
+from nblib.lccp.speed_index import training_step
 from nblib.probes.results import command_line, write_manifest
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.training.train import build_model_from_config, make_optimizers
@@ -133,28 +134,13 @@ def bench_shape(mc: dict, bs: int, T: int, steps: int, bf16: bool = False, plain
     adamw_only = torch.optim.AdamW(ours.parameters(), lr=1e-3)
 
     def step_ours():
-        _, loss = ours(x, targets=y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
-        for o in opts.values():
-            o.step()
-            o.zero_grad(set_to_none=True)
+        training_step(ours, opts, x, y)
 
     def step_ours_bf16():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            _, loss = ours(x, targets=y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
-        for o in opts.values():
-            o.step()
-            o.zero_grad(set_to_none=True)
+        training_step(ours, opts, x, y, forward=lambda: torch.autocast("cpu", dtype=torch.bfloat16))
 
     def step_ours_adamw():
-        _, loss = ours(x, targets=y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
-        adamw_only.step()
-        adamw_only.zero_grad(set_to_none=True)
+        training_step(ours, {"adamw": adamw_only}, x, y)
 
     plain = PlainGPT(mc)
     popt = torch.optim.AdamW(plain.parameters(), lr=1e-3)

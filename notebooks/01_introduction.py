@@ -77,7 +77,7 @@ ch = Chapter("01_introduction", budget=budget, budget_file=budget_file, seed=see
 # ## Three budgets, one code path
 #
 # The same notebooks run at every budget; one parameter sets everything else
-# (`nblib/budgets.py`). `full` carries the paper's numbers; `toy` and `smoke` are
+# (`nblib/budgets/`). `full` carries the paper's numbers; `toy` and `smoke` are
 # scaled-down analogues: small models on real text (the Python standard library's
 # sources, in a 1,024-entry BPE), with the paper's ratios between stages and a compressed
 # span of model sizes ([chapter 2](02_setup.ipynb) shows why).

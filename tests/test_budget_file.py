@@ -73,7 +73,7 @@ def _corpus(path: Path, n: int = 200) -> Path:
 
 # grid.grid_runs' run hashes at each budget before budget files existed (git 3ba6af2):
 # (count, sha256 of the comma-joined hashes, first hash, last hash). A change to a budget's
-# own values in nblib/budgets.py changes them on purpose: recompute them then (full: its LCCP
+# own values in nblib/budgets/ changes them on purpose: recompute them then (full: its LCCP
 # runs since `lccp_aligned=True`, App. A.4's segments as sequences; smoke and toy: their
 # LongPPL reference, the first hash, since it names the two threads it trains at).
 PINNED = {
@@ -476,7 +476,7 @@ def test_the_run_report_names_the_file_and_its_hash(tmp_path):
 def test_a_corpus_named_in_a_file_gives_the_runs_of_the_same_corpus_named_in_code(tmp_path, monkeypatch):
     """The smoke budget with its corpus a .jsonl outside the repository, once from a budget file
     (as a chapter reads it: `Chapter(..., budget_file=...)`) and once set in code (as an edit of
-    nblib/budgets.py would): every run of chapters 2-4 has the same hash both ways, so every
+    nblib/budgets/ would): every run of chapters 2-4 has the same hash both ways, so every
     figure computed from them is the same; one trained run is found complete from code and
     nothing is retrained; the file's runs and figures name it. (A chapter run whole from a file
     is the smoke book of a budget file, `make book BUDGET=smoke BUDGET_FILE=...`.)"""

@@ -12,12 +12,26 @@ read 2.2 steps/s in fp32, so a chapter time t on a host that reads r scales to t
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import torch
 
 from nblib.lccp import grid
 from nblib.training.threads import fixed_threads
 from nblib.training.train import build_model_from_config, make_optimizers
+
+
+def training_step(model, optimizers: dict, x, y, forward=nullcontext) -> None:
+    """One optimizer step as the trainer takes it, on a batch (x, y): the loss's backward pass,
+    gradients clipped to norm 1, every optimizer stepped and zeroed. `forward` is the context
+    of the forward pass only (e.g. `lambda: torch.autocast("cpu", dtype=torch.bfloat16)`)."""
+    with forward():
+        _, loss = model(x, targets=y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    for o in optimizers.values():
+        o.step()
+        o.zero_grad(set_to_none=True)
 
 
 def reference_step_rate(budget, steps: int = 20, warmup: int = 3, seed: int = 0) -> float:
@@ -39,20 +53,12 @@ def reference_step_rate(budget, steps: int = 20, warmup: int = 3, seed: int = 0)
         model = build_model_from_config(cfg.model)
         opts = make_optimizers(model, cfg.optimizer, 1e-3)
 
-        def step():
-            _, loss = model(x, targets=y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            for o in opts.values():
-                o.step()
-                o.zero_grad(set_to_none=True)
-
         for _ in range(warmup):
-            step()
+            training_step(model, opts, x, y)
         times = []
         for _ in range(steps):
             t = time.perf_counter()
-            step()
+            training_step(model, opts, x, y)
             times.append(time.perf_counter() - t)
     times.sort()
     return 1.0 / times[len(times) // 2]

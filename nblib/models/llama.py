@@ -99,7 +99,7 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
     rope_scaling: dict | None = None  # {"type": "yarn", "factor": s, "original_max_seq_len": L}
-    # Smeared keys (Olsson et al. 2022): not the paper's Llama; budgets.py turns it on at toy and smoke
+    # Smeared keys (Olsson et al. 2022): not the paper's Llama; nblib.budgets turns it on at toy and smoke
     smear_keys: bool = False
     # Width of one attention head; None: d_model // n_heads, Llama's. Set where a width does not
     # split into heads of the size the other scales have (toy S2: d48 with one head of 32);
