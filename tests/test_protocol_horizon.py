@@ -56,6 +56,29 @@ def test_on_the_grid_it_agrees_with_chapters_3_and_4(horizon):
         assert at[protocol]["longppl"] == pytest.approx(r["long_ppl"], rel=1e-9), protocol
 
 
+def test_a_finished_evaluation_is_read_from_its_cache_without_a_worker_pool(horizon, monkeypatch):
+    """evaluate_many over jobs the run folders have already scored returns the same values and
+    starts no pool: a chapter re-executed over a finished store (nbval) pays no worker start-up."""
+    from nblib.training import runner
+
+    b, root, dls, rows = horizon
+    store = RunStore(root)
+    ev = Evaluator.build(b, store)
+    ds = b.ds_multiples[-1]
+    lds = [store.run(grid.lccp_linear_decay(b, "S4", ds, dl)) for dl in dls]
+    jobs = [(r.hash, "raw", "final", None, {}) for r in lds] * 5  # over memo_many's one-job serial path
+    first = evaluate_many(ev, jobs, workers=2)
+
+    def no_pool(workers):
+        raise AssertionError("a cached evaluation started a worker pool")
+
+    monkeypatch.setattr(runner, "memo_pool", no_pool)
+    again = evaluate_many(ev, jobs, workers=2)
+    assert again == first
+    by_dl = {r["dl"]: r["longppl"] for r in rows if r["protocol"] == "LD"}
+    assert [v["long_ppl"] for v in again[:len(dls)]] == pytest.approx([by_dl[d] for d in dls], rel=1e-9)
+
+
 def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
     with pytest.raises(SystemExit, match=r"--ds 7 is not one of this budget's Ds multiples"):
         P.main(["--budget", "smoke", "--ds", "7", "--run-root", str(tmp_path)])

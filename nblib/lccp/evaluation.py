@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from nblib.metrics import as_scorer, evaluate, load_or_annotate
 from nblib.metrics.copy import CopyAugmentedScorer, calibrate
 from nblib.store.atomic import atomic_write_json
 from nblib.store.runstore import Run, RunStore
-from nblib.training.runner import default_workers, get_or_run
+from nblib.training.runner import MemoJob, default_workers, get_or_run, memo_many
 from nblib.training.threads import fixed_threads
 from nblib.training.train import stream_for
 
@@ -116,47 +114,67 @@ class Evaluator:
     def _evaluate(self, model) -> dict:
         return evaluate(model, self.tokenizer, self.texts, self.annotation, max_len=self.budget.long_seq_len)
 
+    def memo_key(self, kind: str, steps, method: str | None = None, kw: dict | None = None) -> tuple[str, list[int]]:
+        """(cache key, checkpoint steps) of one evaluation: kind "raw" scores checkpoint `steps`
+        (an int), kind "merged" the App. B `method` merge of `steps` (a list)."""
+        if kind == "raw":
+            return f"ppl-{self.key}-raw-{int(steps)}", [int(steps)]
+        steps = [int(s) for s in steps]
+        tag = hashlib.sha256(json.dumps([method, sorted((kw or {}).items()), steps]).encode()).hexdigest()[:12]
+        return f"ppl-{self.key}-{method}-{tag}", steps
+
+    def compute(self, run: Run, kind: str, steps, method: str | None = None, kw: dict | None = None) -> dict:
+        """LongPPL/ShortPPL of one evaluation, computed (not cached: `run` and `merged` cache it)."""
+        if kind == "raw":
+            return self._evaluate(run.load_model(int(steps)))
+        paths = [run.checkpoint(int(s)).weights for s in steps]
+        state = merge(method, paths, iterations=[int(s) for s in steps], **(kw or {}))
+        return self._evaluate(run.load_model(state_dict=state))
+
     def run(self, run: Run, step: int | str = "final") -> dict:
         """LongPPL/ShortPPL of one raw checkpoint (Constant-Raw, Linear-Decay endpoints)."""
         s = run.config.total_steps if step == "final" else int(step)
-        return run.memo(f"ppl-{self.key}-raw-{s}", lambda: self._evaluate(run.load_model(s)), steps=[s])
+        key, steps = self.memo_key("raw", s)
+        return run.memo(key, lambda: self.compute(run, "raw", s), steps=steps)
 
     def merged(self, run: Run, steps: list[int], method: str = "lastM", **kw) -> dict:
         """LongPPL/ShortPPL of checkpoints `steps` of `run` merged with an App. B method."""
-        steps = [int(s) for s in steps]
-        tag = hashlib.sha256(json.dumps([method, sorted(kw.items()), steps]).encode()).hexdigest()[:12]
-
-        def compute():
-            paths = [run.checkpoint(s).weights for s in steps]
-            state = merge(method, paths, iterations=steps, **kw)
-            return self._evaluate(run.load_model(state_dict=state))
-
-        return run.memo(f"ppl-{self.key}-{method}-{tag}", compute, steps=steps)
+        key, steps = self.memo_key("merged", steps, method, kw)
+        return run.memo(key, lambda: self.compute(run, "merged", steps, method, kw), steps=steps)
 
 
 # ---------------------------------------------------------------------------------------
-# parallel evaluation: jobs run in worker processes and land in the run folders' caches
+# parallel evaluation: the store's memo_many computes what the run folders' caches lack in
+# its pool of one-thread workers, each of which builds the Evaluator once
 # ---------------------------------------------------------------------------------------
 _WORKER_EVAL: dict = {}
 
 
-def _eval_job(root: str, budget: Budget, job: tuple):
+def _evaluator(root: str, budget: Budget) -> Evaluator:
     key = (root, repr(budget))  # the budget itself, not its name: a budget file's may differ from the named one
     if key not in _WORKER_EVAL:
         _WORKER_EVAL[key] = Evaluator.build(budget, RunStore(root))
-    ev = _WORKER_EVAL[key]
-    run_hash, kind, steps, method, kw = job
-    run = ev.store.by_hash(run_hash)
-    with fixed_threads(1):  # a score is the same whether a worker or the kernel computes it
-        return ev.run(run, steps) if kind == "raw" else ev.merged(run, steps, method, **kw)
+    return _WORKER_EVAL[key]
+
+
+def _compute_job(run: Run, root: str, budget: Budget, kind: str, steps, method, kw):
+    return _evaluator(root, budget).compute(run, kind, steps, method, kw)
 
 
 def evaluate_many(ev: Evaluator, jobs: list[tuple], workers: int | None = None, desc: str = "evals") -> list[dict]:
-    """Evaluate jobs (run_hash, "raw"|"merged", step or steps, method, kwargs) in parallel."""
-    workers = workers or default_workers()
-    _WORKER_EVAL[(str(ev.store.root), repr(ev.budget))] = ev
-    if workers == 1 or len(jobs) < 8:
-        return [_eval_job(str(ev.store.root), ev.budget, j) for j in tqdm(jobs, desc=desc)]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futs = [pool.submit(_eval_job, str(ev.store.root), ev.budget, j) for j in jobs]
-        return [f.result() for f in tqdm(futs, desc=desc)]
+    """Evaluate jobs (run_hash, "raw"|"merged", step or steps, method, kwargs), in order.
+
+    Cached evaluations are read; only the others go to worker processes (memo_many), so a
+    chapter re-executed over a finished store starts no pool."""
+    root = str(ev.store.root)
+    _WORKER_EVAL[(root, repr(ev.budget))] = ev
+    memo_jobs, total_steps = [], {}
+    for run_hash, kind, steps, method, kw in jobs:
+        if kind == "raw" and steps == "final":
+            if run_hash not in total_steps:
+                total_steps[run_hash] = ev.store.by_hash(run_hash).config.total_steps
+            steps = total_steps[run_hash]
+        key, ckpts = ev.memo_key(kind, steps, method, kw)
+        memo_jobs.append(MemoJob(run_hash, key, tuple(ckpts), _compute_job,
+                                 (root, ev.budget, kind, steps, method, kw)))
+    return memo_many(ev.store, memo_jobs, workers=workers or default_workers(), desc=desc)
