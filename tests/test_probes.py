@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -340,6 +341,8 @@ def test_grid_ladder_reads_last4_share_from_chapter4_output_and_appends_a_row(tm
     for chapter, table in (("03_scaling_law", "fig03_r2_intervals.csv"), ("04_constant_last4", "fig04b_ccc.csv")):
         (build / "figures" / chapter).mkdir(parents=True)
         (build / "figures" / chapter / table).write_text((ROOT / "figures" / chapter / table).read_text())
+    (build / "figures" / "03_scaling_law" / "runs_linear_decay.csv").write_text(
+        "scale,longppl\nS3,20.0\nS4,8.0\nS4,5.0\nS4,4.0\nS5,3.0\n")  # S4 spans log(8) - log(4)
     (build / "logs").mkdir()
     share = 0.15277
     (build / "logs" / "04_constant_last4.log").write_text(
@@ -362,6 +365,7 @@ def test_grid_ladder_reads_last4_share_from_chapter4_output_and_appends_a_row(tm
     # the S5 trajectory: Last4 falls monotonically (rho -1), its values at 30 and 120, and its points recorded
     assert ladder.loc["X", "S5 Last4 rho(Dl, LongPPL)"] == -1.0 and ladder.loc["X", "Part 1 min"] == 55.0
     assert ladder.loc["X", "S5 Last4 LongPPL at 30"] == 7.0 and ladder.loc["X", "S5 Last4 LongPPL at 120"] == 6.0
+    assert ladder.loc["X", "S4 LD log-LongPPL range"] == round(np.log(2), 3)
     s5 = pd.read_json(tmp_path / "s5.jsonl", lines=True)
     assert set(s5.design) == {"X"} and len(s5) == 6
     assert results.read_manifest(out)["writes"][-1]["rows"] == [len(before) + 1] * 2

@@ -209,3 +209,25 @@ def test_design_table_reads_the_toy_budget_and_the_papers_numbers():
         "token unit": "each scale's N", "Ds": "90-450 x N (5 values)", "Dl": "10-50 x N (5 values)",
         "S5": "9 configurations; trajectory to 120N", "short stage": "Table 7", "LCCP": "GBS / 8, LR / 10",
         "grid": "5 x 5 at S1-S4, 9 at S5; 3 seeds"}
+
+
+def test_past_turn_findings_compare_a_design_with_the_books_grid_against_each_target():
+    from nblib.book.toy_design import past_turn_findings
+    from nblib.probes import grid_ladder as GL
+
+    def row(design, r2, ccc, share, rho, cl4, spread, gap):
+        return {"design": design, "change": "", "code": "", GL.R2["S1-S3 → S4"]: r2, GL.R2["S1-S4 → S5"]: r2,
+                GL.CCC: ccc, GL.LAST4_LE_RAW: share, GL.S5_RHO: rho, GL.CL4_R2["held-out S4 R²"]: cl4,
+                GL.CL4_R2["S5 trajectory R²"]: cl4, GL.S4_RANGE: spread, GL.GAP: gap}
+
+    ladder = TD.grid_ladder_table(pd.DataFrame([row(GL.BOOK_GRID_DESIGN, 0.94, 0.62, 29.2, -0.97, 0.9, 0.6, 0.3),
+                                                row("Q", 0.1, 0.95, 90.0, -0.5, -2.0, 0.15, -0.15)]))
+    text = past_turn_findings(ladder, "Q")
+    assert f"{GL.CCC} 0.62 -> **0.95** (target 0.9: met)" in text
+    assert f"{GL.LAST4_LE_RAW} 29.2 -> **90** (target 85: met)" in text
+    assert f"{GL.S5_RHO} -0.97 -> **-0.5** (target ≤ -0.8: missed)" in text
+    assert f"{GL.R2['S1-S3 → S4']} 0.94 -> **0.1** (target 0.8: missed)" in text
+    assert "span 0.150 in log LongPPL on Q, 25% of the 0.600" in text
+    assert "Q's Last4 sits 0.15 below Linear-Decay at S4 (mean LongPPL; the book's grid: +0.30)." in text
+    with pytest.raises(ValueError, match=r"no ladder row for \['Z9'\]"):
+        past_turn_findings(ladder, "Z9")

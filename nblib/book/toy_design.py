@@ -577,3 +577,40 @@ def book_grid_findings(ladder: pd.DataFrame, before: str = "F", now: str | None 
         lines.append(f"- S5 keeps improving (rho {_target_words(rho_t)}): {before} "
                      f"{'yes' if meets[before] else 'no'}, {now} {'yes' if meets[now] else 'no'}.")
     return "\n".join(lines)
+
+
+def past_turn_findings(ladder: pd.DataFrame, design: str, book: str | None = None) -> str:
+    """A design run whole past the turn (issue: chapter 4's protocol claims), against the book's
+    grid: chapter 4's measures (§4.1, Fig. 4b: CCC of Last4 against Linear-Decay at S4, Last4's
+    mean gap to it, Last4 <= Raw; §4.2: S5's rho) and the two laws' held-out R² (Fig. 3; Table
+    4), each with its target (`GRID_TARGETS`, `TRAJECTORY_TARGETS`) and whether it is met, and
+    the spread of chapter 3's held-out S4 points (`grid_ladder.S4_RANGE`) on both.
+    The book's values are its latest fresh row (`grid_ladder.book_grid_rows`)."""
+    book = book or GL.BOOK_GRID_DESIGN
+    ours = "the book's grid"
+    rows = {ours: GL.book_grid_rows(ladder, book), design: ladder[ladder.design == design]}
+    if any(r.empty for r in rows.values()):
+        missing = [k for k, r in rows.items() if r.empty]
+        raise ValueError(f"no ladder row for {missing}; designs in the ladder: {', '.join(ladder.design.astype(str))}")
+    row = {k: r.iloc[-1] for k, r in rows.items()}
+    targets = {**GRID_TARGETS, **TRAJECTORY_TARGETS}
+    groups = {"chapter 4's protocol": (GL.CCC, GL.LAST4_LE_RAW, GL.S5_RHO),
+              "the laws": (*GL.R2.values(), *GL.CL4_R2.values())}
+    lines = []
+    for group, cols in groups.items():
+        parts = []
+        for c in cols:
+            vals = {k: pd.to_numeric(r.get(c), errors="coerce") for k, r in row.items()}
+            mark = "met" if pd.notna(vals[design]) and _meets(vals[design], targets[c]) else "missed"
+            parts.append(f"{c} {vals[ours]:.3g} -> **{vals[design]:.3g}** "
+                         f"(target {_target_words(targets[c])}: {mark})")
+        lines.append(f"- {group}: " + "; ".join(parts) + ".")
+    spread = {k: pd.to_numeric(r.get(GL.S4_RANGE), errors="coerce") for k, r in row.items()}
+    if spread[ours] > 0 and pd.notna(spread[design]):
+        lines.append(f"- the held-out S4 points of chapter 3 span {spread[design]:.3f} in log LongPPL on {design}, "
+                     f"{spread[design] / spread[ours]:.0%} of the {spread[ours]:.3f} they span on the book's grid: "
+                     "a held-out R² divides its residuals by that spread.")
+    gap = pd.to_numeric(row[design].get(GL.GAP), errors="coerce")
+    lines.append(f"- {design}'s Last4 sits {abs(gap):.2f} {'below' if gap < 0 else 'above'} Linear-Decay at S4 "
+                 f"(mean LongPPL; the book's grid: {pd.to_numeric(row[ours].get(GL.GAP), errors='coerce'):+.2f}).")
+    return "\n".join(lines)

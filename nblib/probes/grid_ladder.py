@@ -31,6 +31,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
@@ -46,9 +47,12 @@ S5_RHO = "S5 Last4 rho(Dl, LongPPL)"
 S5_AT = {30: "S5 Last4 LongPPL at 30", 120: "S5 Last4 LongPPL at 120", 150: "S5 Last4 LongPPL at 150"}
 CL4_R2 = {"held-out S4 R²": "CL4 law S4 R²", "S5 trajectory R²": "CL4 law S5 R²"}
 PART1_MIN = "Part 1 min"
+# the spread chapter 3's held-out S4 points have to explain: max - min of log LongPPL over S4's
+# Linear-Decay runs (a held-out R² divides its residuals by that spread)
+S4_RANGE = "S4 LD log-LongPPL range"
 # the digits the hand-measured rows carry
 DIGITS = {**{c: 3 for c in R2.values()}, CCC: 3, LAST4_LE_RAW: 1, GAP: 2, S5_RHO: 3,
-          **{c: 2 for c in S5_AT.values()}, **{c: 3 for c in CL4_R2.values()}, PART1_MIN: 1}
+          **{c: 2 for c in S5_AT.values()}, **{c: 3 for c in CL4_R2.values()}, PART1_MIN: 1, S4_RANGE: 3}
 # The book's own toy grid in the ladder: its rows are the design's letter, and the letter with 2, 3,
 # ... for the same grid re-run fresh on other hosts. F was the book's grid until design V; Vb is V
 # with every run after the short stage in bf16 (Budget.long_precision); Vc, the book's since
@@ -95,12 +99,22 @@ def design_measures(figures: Path, last4_le_raw: float | None = None) -> dict:
     out = {col: float(r2[split]) for split, col in R2.items()}
     out[CCC] = float(ccc.loc[("longppl", "last4"), "CCC"])
     out[GAP] = float(ccc.loc[("longppl", "last4"), "mean gap to LD"])
+    out[S4_RANGE] = s4_range(figures)
     if last4_le_raw is None:
         src = chapter4_output(figures)
         last4_le_raw = last4_le_raw_in(src.read_text()) if src else None
     out[LAST4_LE_RAW] = last4_le_raw
     out.update(trajectory_measures(figures))
     return {k: None if v is None else round(v, DIGITS[k]) for k, v in out.items()}
+
+
+def s4_range(figures: Path) -> float:
+    """`S4_RANGE` from chapter 3's Linear-Decay table in `figures` (runs_linear_decay.csv)."""
+    t = pd.read_csv(Path(figures) / "03_scaling_law" / "runs_linear_decay.csv")
+    y = np.log(t.loc[t.scale == "S4", "longppl"].to_numpy(dtype=float))
+    if y.size == 0:
+        raise ValueError(f"no S4 rows in {figures}/03_scaling_law/runs_linear_decay.csv")
+    return float(y.max() - y.min())
 
 
 def trajectory_measures(figures: Path) -> dict:
