@@ -85,3 +85,23 @@ def test_a_failing_job_raises_its_error_and_stores_nothing_for_it(finished, tmp_
     with pytest.raises(ValueError, match="cannot score step 8"):
         memo_many(store, jobs, workers=2, progress=False)
     assert not (run.path / "evals" / "broken.json").exists()
+
+
+def test_fewer_missing_than_min_parallel_are_computed_here_without_a_pool(finished, tmp_path, monkeypatch):
+    """min_parallel: below it the missing values are computed in this process (no worker
+    start), and they are the values a pool computes."""
+    from nblib.training import runner
+
+    s1, r1 = _copy(finished, tmp_path / "pool")
+    s2, r2 = _copy(finished, tmp_path / "here")
+    pooled = memo_many(s1, _jobs(r1), workers=2, progress=False)
+
+    def no_pool(workers):
+        raise AssertionError("a pool started for fewer missing values than min_parallel")
+
+    monkeypatch.setattr(runner, "memo_pool", no_pool)
+    here = memo_many(s2, _jobs(r2), workers=2, progress=False, min_parallel=len(_jobs(r2)) + 1)
+    assert here == pooled
+    s3, r3 = _copy(finished, tmp_path / "at")
+    with pytest.raises(AssertionError, match="a pool started"):  # at min_parallel the pool is used
+        memo_many(s3, _jobs(r3), workers=2, progress=False, min_parallel=len(_jobs(r3)))

@@ -148,6 +148,7 @@ class Evaluator:
 # its pool of one-thread workers, each of which builds the Evaluator once
 # ---------------------------------------------------------------------------------------
 _WORKER_EVAL: dict = {}
+PARALLEL_EVALS = 8  # the fewest missing evaluations worth a pool
 
 
 def _evaluator(root: str, budget: Budget) -> Evaluator:
@@ -177,4 +178,6 @@ def evaluate_many(ev: Evaluator, jobs: list[tuple], workers: int | None = None, 
         key, ckpts = ev.memo_key(kind, steps, method, kw)
         memo_jobs.append(MemoJob(run_hash, key, tuple(ckpts), _compute_job,
                                  (root, ev.budget, kind, steps, method, kw)))
-    return memo_many(ev.store, memo_jobs, workers=workers or default_workers(), desc=desc)
+    # fewer than PARALLEL_EVALS missing: scored in this process (a worker's start, importing torch
+    # and building the Evaluator, costs more than a few evaluations at smoke)
+    return memo_many(ev.store, memo_jobs, workers=workers or default_workers(), desc=desc, min_parallel=PARALLEL_EVALS)

@@ -224,11 +224,12 @@ def memo_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def memo_many(store: RunStore, jobs: list[MemoJob], workers: int | None = None, progress: bool = True,
-              desc: str = "evaluations") -> list:
+              desc: str = "evaluations", min_parallel: int = 2) -> list:
     """The values of many cached evaluations (`Run.memo`), in the order of `jobs`.
 
     Those the store lacks are computed in a pool of single-thread worker processes (one
-    per core, as `get_or_run_many` trains; the pool lives as long as this process), then
+    per core, as `get_or_run_many` trains; the pool lives as long as this process) when at
+    least `min_parallel` are missing (fewer are computed here, sparing the workers' start), then
     every value is read back through `Run.memo`, which checks it against its checkpoints. Each value is computed at one
     thread however many workers there are, so the pool's size never changes a score
     (tests/test_memo_many.py)."""
@@ -236,7 +237,7 @@ def memo_many(store: RunStore, jobs: list[MemoJob], workers: int | None = None, 
     root = str(store.root)
     runs = {h: store.by_hash(h) for h in {j.run_hash for j in jobs}}  # each run's config read once
     missing = [j for j in jobs if not runs[j.run_hash].memo_path(j.key).exists()]
-    if workers > 1 and len(missing) > 1:
+    if workers > 1 and len(missing) >= max(min_parallel, 2):
         pool = memo_pool(workers)
         futs = [pool.submit(_memo_one, root, j) for j in missing]
         try:
