@@ -105,14 +105,23 @@ def erosion_figure(erosion: pd.DataFrame, dl_ref: float = 30):
 
 def ladder_trajectory_figure(points: pd.DataFrame):
     """S5's Constant trajectory per grid design (records of `python -m nblib.probes grid_ladder`):
-    LongPPL against Dl, Last4 solid and Raw dotted."""
-    fig, ax = plt.subplots(figsize=(8.5, 4))
-    for i, (design, g) in enumerate(points.groupby("design")):
+    LongPPL against Dl, Last4 solid and Raw dotted, one colour per design (tab20, so that no two
+    designs of a long ladder share one) and one legend entry each."""
+    from matplotlib.lines import Line2D
+
+    designs = list(points.groupby("design").groups)
+    colors = plt.get_cmap("tab20" if len(designs) > 10 else "tab10").colors
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for i, design in enumerate(designs):
+        g = points[points.design == design]
         for protocol, ls in (("Last4", "-"), ("Raw", ":")):
             h = g[g.protocol == protocol].sort_values("dl")
-            ax.plot(h.dl, h.longppl, ls=ls, marker="o", ms=3, color=f"C{i}", label=f"design {design}, {protocol}")
+            ax.plot(h.dl, h.longppl, ls=ls, marker="o", ms=3, color=colors[i % len(colors)],
+                    label=f"design {design}" if protocol == "Last4" else None)
     ax.set(xlabel="$D_l$ (units of N(S1))", ylabel="LongPPL", yscale="log",
            title="S5's Constant trajectory (from each design's largest $D_s$) by grid design")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], c="k", ls="-", label="Last4"), Line2D([], [], c="k", ls=":", label="Raw")]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
