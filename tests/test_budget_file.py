@@ -318,9 +318,11 @@ GRID_DESIGNS = sorted((Path(__file__).parents[1] / "data" / "probes" / "grid_des
 RATE_DESIGNS = {"W": 0.15, "X": 0.2, "Y": 0.3}  # issue 55's first rung: the book's grid at other LCCP rates
 NOISE_DESIGNS = {"Z": (0.3, 2)}  # its second: a rate and fewer sequences an LCCP step
 DL_DESIGNS = {"Z3": ("Z", (40, 60, 80))}  # its third: a noise design's grid at Dl past the turn
+DS_DESIGNS = {"Z4": ("Z3", (90, 270, 450))}  # after it: the same grid on the ends of the paper's Ds range
 
 
-LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS, *DL_DESIGNS)]
+LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS, *DL_DESIGNS,
+                                                     *DS_DESIGNS)]
 
 
 @pytest.mark.parametrize("path", LADDER_DESIGNS,
@@ -371,6 +373,23 @@ def test_a_dl_design_is_its_base_with_every_lccp_budget_moved(stem):
     base_stem, dls = DL_DESIGNS[stem]
     b, base = (load_budget_file(GRID_DESIGNS[0].parent / f"{s}.toml") for s in (stem, base_stem))
     assert b == replace(base, dl_multiples=dls, s5_configs=tuple(zip(base.ds_multiples, dls)))
+
+
+@pytest.mark.parametrize("stem", sorted(DS_DESIGNS))
+def test_a_ds_design_is_its_base_with_the_short_budgets_moved(stem):
+    """Z4: its base design with Ds (and S5's off-diagonal configurations, Ds paired with the
+    base's Dl in order) moved; every other field the base's, and the short stages of its grid
+    are new runs (their branch points moved) while its LCCP runs at the Ds it shares with the
+    base are the base's."""
+    base_stem, dss = DS_DESIGNS[stem]
+    b, base = (load_budget_file(GRID_DESIGNS[0].parent / f"{s}.toml") for s in (stem, base_stem))
+    assert b == replace(base, ds_multiples=dss, s5_configs=tuple(zip(dss, base.dl_multiples)))
+    shared = sorted(set(dss) & set(base.ds_multiples))
+    with grid.placeholder_corpus():
+        for scale in ("S1", "S4"):
+            for ds in shared:
+                assert (grid.lccp_linear_decay(b, scale, ds, b.dl_multiples[-1]).hash
+                        == grid.lccp_linear_decay(base, scale, ds, base.dl_multiples[-1]).hash)
 
 
 def test_grid_f_is_the_earlier_toy_and_v_the_books():
