@@ -118,10 +118,11 @@ else:
 
 # %%
 grid_ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
-if "Z3" in set(grid_ladder.design):
-    ch.markdown(toy_design.past_turn_findings(grid_ladder, "Z3"))
-else:
-    print("no ladder row for design Z3 (python -m nblib.probes grid_ladder)")
+for past_turn in ("Z3", "Z4"):
+    if past_turn in set(grid_ladder.design):
+        ch.markdown(f"**{past_turn}**\n\n" + toy_design.past_turn_findings(grid_ladder, past_turn))
+    else:
+        print(f"no ladder row for design {past_turn} (python -m nblib.probes grid_ladder)")
 
 # %% [markdown]
 # Past the turn the toy comes close to the paper's protocol claims: Last4 near Linear-Decay
@@ -129,7 +130,10 @@ else:
 # flattens in $D_l$ there, so the held-out scale's points span much less (the spread above),
 # and the held-out $R^2$ of both laws falls with the spread it has to explain. On this toy the
 # two halves of the paper's Part 1 sit in different regimes of $D_l$: the law in the
-# progress-limited one, the protocols in the noise-limited one.
+# progress-limited one, the protocols in the noise-limited one. Z4 is Z3 on the ends of the
+# paper's $D_s$ range (90 / 270 / 450 N(S1)): the wider $D_s$ axis widens the held-out spread
+# and brings S4's fits back, while the short stages at $D_s$ = 90, far from trained at S3 and
+# S4, put those scales above S2 and cost chapter 4's CCC.
 
 # %% [markdown]
 # ### The spacing on the grid (designs U and T)
