@@ -65,6 +65,7 @@ from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPP
 from nblib.budgets import SCALES, get_budget
 from nblib.lccp import experiments, grid, scaling
 from nblib.lccp.evaluation import Evaluator
+from nblib.probes import protocol_horizon
 from nblib.probes.results import records
 
 ch = Chapter("04_constant_last4", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root,
@@ -177,8 +178,26 @@ ch.save_figure(fig, "fig04b_protocols_s4", runs=all_runs)
 # %%
 ch.save_table(ccc, "fig04b_ccc", runs=all_runs)
 # every S1-S4 point under the three protocols (seed by seed; Linear-Decay has one seed)
-ch.save_table(experiments.protocols_table(const, ld), "protocols_s1_s4", runs=all_runs)
+protocols = experiments.protocols_table(const, ld)
+ch.save_table(protocols, "protocols_s1_s4", runs=all_runs)
 ccc.round(4)
+
+# %%
+ch.verdict("§4.1, Fig. 4b")
+
+# %% [markdown]
+# ## Back to Fig. 3: does LongPPL fall with $N$?
+#
+# [Chapter 3](03_scaling_law.ipynb) could not judge the law's $N$ axis: a rise of LongPPL from one
+# scale to the next means something only against LongPPL's own noise. The Constant runs above
+# give it: at every S1-S4 point two seeds (different data order) train the same configuration,
+# and the largest difference between them in log LongPPL is the **LongPPL seed spread**. Against
+# it, each adjacent pair of scales on the Linear-Decay grid, and then the scorecard's verdict on
+# the law as a whole:
+
+# %%
+ch.markdown(findings.n_axis_findings(ld, protocols))
+ch.verdict("§3.3, Fig. 3")
 
 # %% [markdown]
 # ## Past the grid: where does Linear-Decay catch up?
@@ -196,7 +215,7 @@ horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon"))
 rates = protocol_figures.design_rates([d for d in ("toy", "W", "X", "Y", "Z") if d in set(horizon.design)])
 turn = horizon[horizon.design.isin(list(rates))].reset_index(drop=True)
 ch.save_table(turn, "protocol_turn")
-ch.markdown(findings.protocol_turn_line(turn, rates, "toy"))
+ch.markdown(findings.protocol_turn_line(turn, rates, "toy", labels=protocol_horizon.RECORDED_AS))
 
 # %% tags=["remove-output"]
 #| label: cell-protocol-turn
@@ -424,8 +443,22 @@ print(f"S5 Constant trajectory to 120N: {need['tokens'] / 1e9:.1f}B LCCP tokens,
 # The headline numbers of this run, computed above, next to the paper's:
 
 # %%
+ch.markdown(findings.title_claim_findings(experiments.trajectory_protocol_table(tp), scale, unit=b.unit.strip()))
+
+# %%
+ch.markdown(findings.protocol_order_findings(protocols, table12, float(r_meas[0]), float(r_meas[-1]),
+                                             TABLE12_MEAN_LONGPPL, (FIG17_RATIO["5N"], FIG17_RATIO["120N"])))
+
+# %%
 wins, gain = experiments.last4_vs_raw(const)
 ch.markdown(findings.constant_last4_findings(s4, ccc, wins, gain, split_a[1][0], res_a, scale, res_b, prefix_errors))
+
+# %% [markdown]
+# The scorecard's verdict on each of this chapter's claims, from the tables above:
+
+# %%
+for where in ("§4.1, Fig. 4a", "§4.1", "§4.2, Table 4", "title, §4.2", "§4.3, Fig. 6", "App. D.1, Fig. 17"):
+    ch.verdict(where)
 
 # %% [markdown]
 # Where merging helps: the mean relative LongPPL gain of Last4 over Raw at every scale and

@@ -402,10 +402,26 @@ ch.save_table(t14_points, "table14_by_point", runs=[run])
 t14.round(3)
 
 # %% [markdown]
+# Each later stage's Last4 − Raw is a mean over cells (RULER: each task at each starting point;
+# the SFT benchmarks: each benchmark at each point and data seed). Resampling those cells in pairs
+# gives its sampling error: a difference whose interval holds 0 is within noise.
+
+# %%
+ch.verdict("§5.2-5.3, Table 14")
+ch.table14_noise().round(3)
+
+# %% [markdown]
 # ## What we see
 
 # %%
 ch.markdown(findings.downstream_findings(suite, ruler, heads, t14, length))
+
+# %% [markdown]
+# The scorecard's verdict on each of this chapter's claims, from the tables above:
+
+# %%
+for where in ("§5.1, Fig. 7", "App. D.3, Fig. 18"):
+    ch.verdict(where)
 
 # %%
 ch.done()

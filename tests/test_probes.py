@@ -394,7 +394,11 @@ def test_host_spread_findings_name_the_range_of_each_split():
     from nblib.book.findings import host_spread_findings
     text = host_spread_findings(_ladder([("F", .899, .921), ("F2", .888, .907), ("K", .427, .734), ("F3", .874, .895)]),
                                 "F")
-    assert "fresh on 3 host(s), instruction set(s) or precision(s) (rows F, F2, F3 of the design ladder" in text
+    # F's rows are not in grid_ladder.RAN_ON, so what varied between them is not claimed
+    assert "run 3 times (rows F, F2, F3 of the design ladder, appendix A; what varied: runs (what varied is not " \
+        "recorded))" in text
+    vc = host_spread_findings(_ladder([("Vb2", .857, .986), ("Vc", .940, .998)]), "Vc")
+    assert "what varied: precision and instruction set, one host" in vc and "hosts" not in vc
     assert "0.874 to 0.899 for S1-S3 → S4 and 0.895 to 0.921 for S1-S4 → S5" in text
     assert host_spread_findings(_ladder([("K", .4, .7)])) == ""
     assert "rows V, V2 of" in host_spread_findings(_ladder([("F", .9, .9), ("V", .891, .971), ("V2", .88, .96)]), "V")

@@ -137,3 +137,5 @@ def test_the_turn_line_names_where_ld_stays_below_raw_and_a_single_dip():
     assert "LCCP at 10% of the short LR): S4 not by 120 N(S1) (LD - Raw +0.30 there)" in line
     assert "A (LCCP at 30%): S2 not by 120 N(S1) (LD - Raw +0.20 there; at or below Raw at Dl = 60 only)" in line
     assert "S4 from Dl = 60 N(S1) (LD - Raw -0.10)" in line
+    named = protocol_turn_line(pd.DataFrame(rows), {"toy": 0.1, "A": 0.3}, "toy", labels={"toy": "Vb"})
+    assert "On design Vb (the toy budget when these rows were measured; the book's grid is now" in named

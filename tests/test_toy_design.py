@@ -158,7 +158,7 @@ def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
     assert ladder[share].isna().tolist() == [False, True]
     text = grid_ladder_findings(ladder)
     assert f"**X** (first): meets {r2a}, {r2b}; misses {ccc} 0.5 (target 0.9), {share} 10 (target 85)." in text
-    assert f"**Y** (second): meets {r2b}; misses {r2a} 0.1 (target 0.8), {ccc} 0.7 (target 0.9); not measured: {share}." in text
+    assert f"**Y** (second): meets {r2b}; misses {r2a} 0.1 (target 0.85), {ccc} 0.7 (target 0.9); not measured: {share}." in text
     assert f"No design reaches {ccc} ≥ 0.9: the best is 0.7 (Y)." in text
     assert f"No design reaches {r2a}" not in text and "Every target at once: no design so far." in text
     recs.loc[0, [ccc, share]] = [0.95, 90.0]
@@ -179,9 +179,9 @@ def test_grid_ladder_reads_upper_bounds_for_the_trajectory_targets():
                           "CCC Last4 vs LD (S4 LongPPL)": 0.95, "Last4 <= Raw (% of S1-S4 points)": 90.0,
                           rho: "-0.5", cl4a: None, cl4b: 0.2}])
     text = grid_ladder_findings(grid_ladder_table(recs), TRAJECTORY_TARGETS)
-    assert f"**X** (a): meets {rho}, {cl4a}; misses {cl4b} 0.1 (target 0.8)." in text
-    assert f"**Y** (b): meets none; misses {rho} -0.5 (target ≤ -0.8), {cl4b} 0.2 (target 0.8); not measured: {cl4a}." in text
-    assert f"No design reaches {cl4b} ≥ 0.8: the best is 0.2 (Y)." in text and f"No design reaches {rho}" not in text
+    assert f"**X** (a): meets {rho}, {cl4a}; misses {cl4b} 0.1 (target 0.85)." in text
+    assert f"**Y** (b): meets none; misses {rho} -0.5 (target ≤ -0.9), {cl4b} 0.2 (target 0.85); not measured: {cl4a}." in text
+    assert f"No design reaches {cl4b} ≥ 0.85: the best is 0.2 (Y)." in text and f"No design reaches {rho}" not in text
     assert "Every target at once: no design so far." in text
     recs.loc[0, cl4b] = 0.9
     assert "Every target at once: X." in grid_ladder_findings(grid_ladder_table(recs), TRAJECTORY_TARGETS)
@@ -225,8 +225,8 @@ def test_past_turn_findings_compare_a_design_with_the_books_grid_against_each_ta
     text = past_turn_findings(ladder, "Q")
     assert f"{GL.CCC} 0.62 -> **0.95** (target 0.9: met)" in text
     assert f"{GL.LAST4_LE_RAW} 29.2 -> **90** (target 85: met)" in text
-    assert f"{GL.S5_RHO} -0.97 -> **-0.5** (target ≤ -0.8: missed)" in text
-    assert f"{GL.R2['S1-S3 → S4']} 0.94 -> **0.1** (target 0.8: missed)" in text
+    assert f"{GL.S5_RHO} -0.97 -> **-0.5** (target ≤ -0.9: missed)" in text
+    assert f"{GL.R2['S1-S3 → S4']} 0.94 -> **0.1** (target 0.85: missed)" in text
     assert "span 0.150 in log LongPPL on Q, 25% of the 0.600" in text
     assert "Q's Last4 sits 0.15 below Linear-Decay at S4 (mean LongPPL; the book's grid: +0.30)." in text
     with pytest.raises(ValueError, match=r"no ladder row for \['Z9'\]"):

@@ -23,9 +23,10 @@ from IPython.display import Image, display
 from markdown_it import MarkdownIt
 
 from nblib.book.budget_file import read_budget_file
-from nblib.book.figures import save_figure, save_table
+from nblib.book.figures import figures_root, save_figure, save_table
 from nblib.book.own_data import own_data
 from nblib.book.plan import require_inputs
+from nblib.book.scorecard import Figures, table14_noise, verdict_line
 from nblib.budgets import BudgetError, check_scale, get_budget
 from nblib.store.provenance import REPO_ROOT, set_budget_file
 from nblib.store.runstore import RunStore
@@ -102,6 +103,17 @@ class Chapter:
         """Show computed text (a chapter's conclusions, a table) as Markdown: Jupyter renders
         the Markdown, the book the same text as HTML (markdown-it, with tables)."""
         display({"text/markdown": text, "text/html": _MD.render(text)}, raw=True)
+
+    def verdict(self, where: str) -> None:
+        """Show the scorecard's verdict on the claim at `where` (e.g. "§3.3, Fig. 3"), read from
+        the tables this build has saved so far, with the toy's number and the rule: the sentence
+        under a section's "What we see" (`nblib.book.scorecard.verdict_line`)."""
+        self.markdown(verdict_line(Figures(figures_root(self.budget.name), self.budget.name), where))
+
+    def table14_noise(self):
+        """Table 14's later stages with their paired-bootstrap intervals, from this build's tables
+        (`nblib.book.scorecard.table14_noise`)."""
+        return table14_noise(Figures(figures_root(self.budget.name), self.budget.name))
 
     @property
     def elapsed(self) -> float:

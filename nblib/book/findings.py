@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from nblib.book.paper_values import (FIG15_AVERAGE, HELDOUT_CLAIM, RETRIEVAL_HEADS, RULER_128K_SUBTASKS,
                                      RULER_SUBTASK_ENDPOINTS, TABLE3_LD, TABLE14_LATER)
+from nblib.budgets import targets as T
+from nblib.lccp.law_checks import longppl_seed_spread, n_axis_pairs
 from nblib.lccp.scaling import floor_exponents
 from nblib.lccp.scaling.profile import EXP_FLOOR
 from nblib.probes import grid_ladder as GL
@@ -156,14 +159,15 @@ def host_spread_findings(ladder: pd.DataFrame, design: str = GL.BOOK_GRID_DESIGN
     if rows.empty:
         return ""
     s4, s5 = (rows[c].astype(float) for c in GL.R2.values())
-    return (f"The toy grid at seed 0, run fresh on {len(rows)} host(s), instruction set(s) or precision(s) (rows "
-            f"{', '.join(rows['design'])} of the design "
-            f"ladder, appendix A), gives held-out R² {s4.min():.3f} to {s4.max():.3f} for S1-S3 → S4 and {s5.min():.3f} to "
-            f"{s5.max():.3f} for S1-S4 → S5. A difference smaller than that spread is not a finding.")
+    varied = GL.what_varied(list(rows["design"]))
+    return (f"The toy grid at seed 0, run {len(rows)} times (rows {', '.join(rows['design'])} of the design ladder, "
+            f"appendix A; what varied: {varied}), gives held-out R² {s4.min():.3f} to {s4.max():.3f} for S1-S3 → S4 "
+            f"and {s5.min():.3f} to {s5.max():.3f} for S1-S4 → S5. A difference smaller than that spread is not a "
+            "finding.")
 
 
 def grid_checks_findings(copy_targets: pd.DataFrame, stable: pd.DataFrame, spread: float, mono: pd.DataFrame,
-                         r2: pd.DataFrame, r2_min: float = 0.8) -> str:
+                         r2: pd.DataFrame, r2_min: float = T.LAW_R2) -> str:
     """Chapter 3's checks of the grid itself, each with its verdict: the copy targets
     (diagnostics.copy_verdicts), the stable phase against the seed spread
     (stable_phase_verdicts), the monotonicity summary, and the held-out R² intervals."""
@@ -184,7 +188,8 @@ def grid_checks_findings(copy_targets: pd.DataFrame, stable: pd.DataFrame, sprea
         n_rise, n_fail = int(r["rises within spread"]), int(r["failures"])
         text = "every one falls"
         if n_rise + n_fail:
-            text = f"{n_rise} rise(s) within the seed spread" + (f", **{n_fail} beyond it**" if n_fail else "")
+            text = (f"{n_rise} rise(s) within the short stage's seed spread (S1's two trunks, a held-out-loss "
+                    "spread, not LongPPL's)" + (f", **{n_fail} beyond it**" if n_fail else ""))
             text += f" (largest rise {r['largest rise (nats)']:.3f} nats)"
         lines.append(f"{metric} along {axis}: {int(r['steps'])} steps, {text}.")
     for name, r in r2.iterrows():
@@ -516,11 +521,14 @@ def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
 
 
 
-def protocol_turn_line(horizon: pd.DataFrame, rates: dict, book: str) -> str:
-    """Chapter 4's one line on where the toy turns: for the book's design and each other
+def protocol_turn_line(horizon: pd.DataFrame, rates: dict, book: str, labels: dict | None = None) -> str:
+    """Chapter 4's one line on where the toy turns: for the book's budget `book` and each other
     design of `rates` ({design: LCCP LR / short LR}), per scale, the first Dl probed from which
     Linear-Decay stays at or below Constant-Raw (§4.1's order), or that it does not by the
-    last, naming any single Dl where it dipped there."""
+    last, naming any single Dl where it dipped there. `labels` names the design a record's budget
+    stood for when it was written (`protocol_horizon.RECORDED_AS`), so every row carries the
+    design it came from."""
+    labels = labels or {}
     def where(design):
         g = horizon[horizon.design == design]
         parts = []
@@ -538,8 +546,10 @@ def protocol_turn_line(horizon: pd.DataFrame, rates: dict, book: str) -> str:
         return "; ".join(parts)
 
     others = [d for d in rates if d != book and d in set(horizon.design)]
-    line = (f"**Where the toy turns**: the first Dl from which Linear-Decay stays at or below Constant-Raw. On the "
-            f"book's grid (LCCP at {rates[book]:.0%} of the short LR): {where(book)}.")
+    name = labels.get(book, book)
+    line = (f"**Where the toy turns**: the first Dl from which Linear-Decay stays at or below Constant-Raw. On design "
+            f"{name} (the {book} budget when these rows were measured; the book's grid is now "
+            f"{GL.BOOK_GRID_DESIGN}; LCCP at {rates[book]:.0%} of the short LR): {where(book)}.")
     if others:
         line += " Other designs on the same short stages: " + "; ".join(
             f"{d} (LCCP at {rates[d]:.0%}): {where(d)}" for d in sorted(others, key=lambda d: (rates[d], d))) + "."
@@ -589,3 +599,103 @@ def table3_verdict(table3: pd.DataFrame, form: str = "additive") -> str:
                      + (f" ({verdict})." if best == form else f", so the paper's verdict that {form} is best does "
                         f"not hold at this budget on {split} ({verdict})."))
     return bullets(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# The verdicts in words (chapters 3-4): the law's conditions, the title claim, the reversals
+# ---------------------------------------------------------------------------------------
+def law_conditions_findings(conditions: list[dict]) -> str:
+    """The law's conditions (`law_checks.law_conditions`), one line each, met or not; a
+    condition whose table this chapter does not have yet is said to be judged later."""
+    lines = []
+    for c in conditions:
+        state = ("met" if c["passed"] else "**not met**") if c["passed"] is not None else \
+            "judged in chapter 4, once the Constant runs' two seeds measure the LongPPL seed spread"
+        lines.append(f"{c['condition'][0].upper() + c['condition'][1:]}: {state} ({c['words']}).")
+    failed = [c for c in conditions if c["passed"] is False]
+    head = ("Every condition of the law's claim judged here holds." if not failed else
+            f"{len(failed)} of the law's {len(conditions)} conditions fail here, so a high held-out R² alone does "
+            "not make the paper's law: the law is interior exponents over an N axis along which LongPPL falls.")
+    return head + "\n\n" + bullets(lines)
+
+
+def n_axis_findings(ld: pd.DataFrame, protocols: pd.DataFrame) -> str:
+    """LongPPL along N judged against the LongPPL seed spread (the two seeds of the Constant
+    runs, `law_checks.longppl_seed_spread`): per adjacent pair of scales, the points where the
+    larger model is lower, higher, and higher beyond the spread, and how many falls are smaller
+    than the spread."""
+    spread = longppl_seed_spread(protocols)
+    pairs = n_axis_pairs(ld, spread["max"])
+    lines = [f"{r['pair']}: lower at {r['lower']} of {r['points']} matched (Ds, Dl) points, higher at {r['higher']}"
+             + (f" (**{r['higher beyond the spread']} beyond the spread**, largest rise {r['largest rise (nats)']:.3f} "
+                "nats)" if r["higher beyond the spread"] else
+                f" (largest rise {r['largest rise (nats)']:.3f} nats)" if r["higher"] else "")
+             + f"; {r['falls within the spread']} of its falls are smaller than the spread."
+             for _, r in pairs.iterrows()]
+    bad = pairs[(pairs.lower * 2 <= pairs.points) | (pairs["higher beyond the spread"] > 0)]
+    head = (f"The LongPPL seed spread (the largest difference in log LongPPL between the two seeds of one Constant "
+            f"run at one point, over {spread['pairs']} Raw and Last4 pairs): {spread['max']:.3f} nats (median "
+            f"{spread['median']:.3f}). "
+            + ("LongPPL falls with N: at every adjacent pair the larger model is lower at most points and higher at "
+               "none by more than that." if bad.empty else
+               f"LongPPL does **not** fall with N at {', '.join(bad.pair)}: the larger model is lower at no more than "
+               "half the points, or higher somewhere by more than the spread."))
+    return head + "\n\n" + bullets(lines)
+
+
+def title_claim_findings(traj: pd.DataFrame, scale: str, start_dl: float = 30, unit: str = "N(S1)") -> str:
+    """The paper's title claim in words (§4.2: the Constant trajectory keeps improving), from
+    the trajectory table (dl, protocol, longppl): Last4 LongPPL at `start_dl` and at the last
+    point, its Spearman ρ against Dl (Dl >= 10), and whether the claim holds at the book's
+    target (`targets.S5_RHO`)."""
+    g = traj[(traj.protocol == "Last4") & (traj.dl >= 10)].sort_values("dl")
+    rho = float(spearmanr(g.dl, g.longppl).statistic)
+    first = g[g.dl == start_dl] if (g.dl == start_dl).any() else g.iloc[:1]
+    a, b = float(first.longppl.iloc[0]), float(g.longppl.iloc[-1])
+    best = g.loc[g.longppl.idxmin()]
+    moves = "falls" if b < a else "rises"
+    holds = rho <= T.S5_RHO and b < a
+    return (f"**The title claim at this budget.** {scale}'s Constant-Last4 LongPPL {moves} from {a:.2f} at Dl = "
+            f"{first.dl.iloc[0]:g} {unit} to {b:.2f} at Dl = {g.dl.iloc[-1]:g} {unit} (Spearman ρ against Dl over "
+            f"Dl ≥ 10: {rho:+.3f}; lowest {best.longppl:.2f} at Dl = {best.dl:g}). "
+            + (f"It keeps improving to the end of the trajectory, as the paper's title says (the book's target ρ ≤ "
+               f"{T.S5_RHO:g}): **the title claim holds here**." if holds else
+               f"That misses the book's target ρ ≤ {T.S5_RHO:g}: **the title claim does not hold here**."))
+
+
+def protocol_order_findings(protocols: pd.DataFrame, table12: pd.DataFrame, r_first: float, r_last: float,
+                            paper_table12: dict, paper_r: tuple[float, float]) -> str:
+    """Each place where the toy's protocol order differs from the paper's (§4.1, Table 12,
+    App. D.1), counted from the tables: which protocol is worst at each S1-S4 point, how often
+    Raw is below Last4, Table 12's Raw against Last4, and the trend of Fig. 17's ratio R."""
+    w = protocols.pivot_table(index=["scale", "Ds", "Dl", "seed"], columns="protocol", values="longppl")
+    pts = pd.concat([w.Raw.groupby(level=[0, 1, 2]).mean(), w.Last4.groupby(level=[0, 1, 2]).mean(),
+                     w.LD.dropna().groupby(level=[0, 1, 2]).first()], axis=1).dropna()
+    worst = pts.idxmax(axis=1)
+    n, ld_worst = len(pts), int((worst == "LD").sum())
+    pairs = w.dropna(subset=["Raw", "Last4"])
+    raw_below = float((pairs.Raw < pairs.Last4).mean())
+    rows = [(f"Linear-Decay is the worst of the three protocols at {ld_worst} of {n} S1-S4 points"
+             + (" — **the reverse of the paper**, where a decayed run is at or below Constant-Raw (§4.1)."
+                if ld_worst * 2 > n else ", as the paper's order allows."), ld_worst * 2 > n),
+            (f"Constant-Raw is below Constant-Last4 on {raw_below:.0%} of {len(pairs)} (seed, point) pairs"
+             + (" — **the reverse of the paper**, where averaging the last four checkpoints lowers LongPPL (§4.1)."
+                if raw_below > 0.5 else ", so Last4 is at or below Raw on most pairs, as in the paper."), raw_below > 0.5)]
+    t = table12.set_index("protocol") if "protocol" in table12.columns else table12
+    default = [i for i in t.index if i.startswith("Last4")][0]
+    raw, last4 = float(t.loc["Raw", "longppl"]), float(t.loc[default, "longppl"])
+    rows.append((f"Table 12's means: Raw {raw:.3f}, {default} {last4:.3f}"
+                 + (f" — **reversed** (the paper: Last4 about {paper_table12['last4']} below Raw "
+                    f"{paper_table12['raw']})." if raw < last4 else
+                    f", Last4 below Raw as in the paper ({paper_table12['last4']} against {paper_table12['raw']})."),
+                 raw < last4))
+    rows.append((f"Fig. 17's elasticity ratio R goes from {r_first:.2f} to {r_last:.2f} along the trajectory"
+                 + (f" — **rising where the paper's falls** ({paper_r[0]} → {paper_r[1]})." if r_last > r_first else
+                    f", falling as the paper's does ({paper_r[0]} → {paper_r[1]}).")
+                 + (" Above 1 throughout: LongPPL still improves faster than ShortPPL." if min(r_first, r_last) > 1
+                    else ""), r_last > r_first))
+    n_rev = sum(rev for _, rev in rows)
+    lines = [line for line, _ in rows]
+    head = (f"**Where the toy's order differs from the paper's: {n_rev} of {len(lines)} comparisons.**" if n_rev else
+            f"**The toy keeps the paper's order in all {len(lines)} comparisons.**")
+    return head + "\n\n" + bullets(lines)

@@ -63,6 +63,11 @@ BOOK_GRID_DESIGN = "Vc"
 # long_precision=fp32, and in fp32 Vb and Vc are one grid: Vc changes only which runs train in bf16
 # (and drops a trunk no ladder measure reads), so every run of Vb2 is Vc's at fp32.
 BOOK_GRID_ALSO = {"Vc": ("Vb2",)}
+# Where each of the book grid's rows ran: (host, precision and instruction set). What varied
+# between two rows is read from here, so a spread is labelled by what changed (hosts, or
+# precision and instruction set on one host), never "hosts" when one host ran both.
+RAN_ON = {"Vc": ("AMD EPYC (AVX512-BF16)", "bf16 autocast, AVX-512 kernels"),
+          "Vb2": ("AMD EPYC (AVX512-BF16)", "fp32, every kernel capped at AVX2")}
 _LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
 
 
@@ -73,6 +78,23 @@ def book_grid_rows(ladder: pd.DataFrame, design: str = BOOK_GRID_DESIGN) -> pd.D
     each measure."""
     names = ladder["design"].astype(str)
     return ladder[names.str.fullmatch(re.escape(design) + r"\d*") | names.isin(BOOK_GRID_ALSO.get(design, ()))]
+
+
+def what_varied(designs: list[str]) -> str:
+    """Words for what varied between ladder rows of one grid (`RAN_ON`): 'hosts', 'precision and
+    instruction set, one host', both, or 'seeds or code versions' when neither did; a row
+    `RAN_ON` lacks makes it 'runs (what varied is not recorded)'."""
+    if any(d not in RAN_ON for d in designs):
+        return "runs (what varied is not recorded)"
+    hosts = {RAN_ON[d][0] for d in designs}
+    kernels = {RAN_ON[d][1] for d in designs}
+    if len(hosts) > 1 and len(kernels) > 1:
+        return f"{len(hosts)} hosts, precision and instruction set"
+    if len(hosts) > 1:
+        return f"{len(hosts)} hosts"
+    if len(kernels) > 1:
+        return "precision and instruction set, one host"
+    return "code versions, one host and precision"
 
 
 def last4_le_raw_in(text: str) -> float | None:

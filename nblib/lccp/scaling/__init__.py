@@ -18,7 +18,8 @@ from .fit import (F_SCALE, LAM, METHODS, N_STARTS, FitResult, at_bound, floor_ex
                   fit_fixed_model_law, fit_law, holdout_eval, huber, split_scales)
 from .laws import D_UNIT, FIXED_MODEL, N_UNIT, VARIANTS, Law, Param, get_law
 from .metrics import ape_log, mape_log, r2_log
-from .studies import holdout_evals, holdout_r2_intervals, parameter_table, prefix_forecast, variant_ablation
+from .studies import (holdout_evals, holdout_r2_intervals, parameter_table, prefix_forecast, r2_difference_intervals,
+                      refits_with_exponent_at_bound, variant_ablation)
 from .slices import cluster_levels, fit_slice, slice_exponents, slice_thresholds
 from .table import TableError, check_table
 from .varpro import fit_varpro
@@ -28,7 +29,8 @@ __all__ = [
     "N_STARTS", "N_UNIT", "Objective", "Param", "TableError", "VARIANTS", "bootstrap", "check_table",
     "cluster_levels", "elasticity", "elasticity_ratio", "fit_additive_law", "fit_fixed_model_law",
     "fit_law", "fit_slice", "fit_varpro", "get_law", "holdout_eval", "huber", "lins_ccc", "mape_log",
-    "holdout_r2_intervals", "r2_log", "slice_exponents", "slice_thresholds", "split_scales", "zero_contour_ds_dl",
+    "holdout_r2_intervals", "r2_difference_intervals", "refits_with_exponent_at_bound",
+    "r2_log", "slice_exponents", "slice_thresholds", "split_scales", "zero_contour_ds_dl",
     "zero_crossing_equal_budget", "ape_log", "holdout_evals", "parameter_table", "prefix_forecast",
     "variant_ablation",
 ]

@@ -20,6 +20,7 @@ from .bootstrap import bootstrap
 from .fit import FitResult, HoldoutResult, fit_fixed_model_law, holdout_eval, params_at_bound, split_scales
 from .laws import VARIANTS
 from .metrics import ape_log, mape_log, r2_log
+from .profile import EXP_FLOOR
 from .varpro import fit_varpro
 
 
@@ -41,10 +42,50 @@ def parameter_table(table: pd.DataFrame, splits: dict, n_boot: int, seed: int = 
         iv = bs.intervals(absolute=True)
         vp = fit_varpro(train_rows).absolute_params()
         bound = {name: side for name, side, _ in params_at_bound(bs.fit.law, bs.fit.theta)}
+        exp_hits = refits_with_exponent_at_bound(bs)
         for param, r in iv.iterrows():
             rows.append({"fit": f"LD ({', '.join(tr)})", "param": param, "estimate": r.iloc[0], "95% lo": r.iloc[1],
                          "95% hi": r.iloc[2], "VarPro": vp[param], "estimate at bound": bound.get(param, ""),
-                         "refits at a bound": f"{bs.n_at_bound}/{n_boot}"})
+                         "refits at a bound": f"{bs.n_at_bound}/{n_boot}",
+                         "refits with an exponent at a bound": f"{exp_hits}/{n_boot}"})
+    return pd.DataFrame(rows)
+
+
+def refits_with_exponent_at_bound(bs, rtol: float = 1e-6) -> int:
+    """How many of a bootstrap's refits have an exponent (a parameter searched on [EXP_FLOOR,
+    hi]) on the floor or the ceiling of its search (the law's whole claim, §3.3, asks for
+    interior exponents; `BootstrapResult.n_at_bound` counts any parameter)."""
+    law = bs.fit.law
+    exps = [p for p in law.params if p.grid is not None and not p.log and np.isfinite(p.hi)]
+    if not exps:
+        return 0
+    s = bs.samples[[p.name for p in exps]].to_numpy(float)
+    hi = np.array([p.hi for p in exps])
+    at = (s <= EXP_FLOOR * (1 + rtol)) | (s >= hi * (1 - rtol))
+    return int(at.any(axis=1).sum())
+
+
+def r2_difference_intervals(table: pd.DataFrame, splits: dict, rivals: dict, base: str = "additive",
+                            n_boot: int = 100, seed: int = 0, ci: float = 0.95, **fit_kwargs) -> pd.DataFrame:
+    """Table 3's noise: a paired bootstrap of the held-out R² difference between a rival
+    formulation and `base`, both fitted on the same resamples of the training scales (the same
+    seed draws the same resamples) and scored on the fixed held-out points. rivals: {split:
+    variant}. One row per split: base R², rival, rival R², the difference rival - base and its
+    percentile interval (> 0: the rival extrapolates better)."""
+    rows = []
+    q = (50 * (1 - ci), 50 * (1 + ci))
+    for name, (tr, te) in splits.items():
+        train, test = split_scales(table, tr, te)
+        y = np.log(test["longppl"].to_numpy(float))
+        fits, r2s = {}, {}
+        for law in (base, rivals[name]):
+            bs = bootstrap(train, law, n_boot=n_boot, seed=seed, points=test[["N", "Ds", "Dl"]], ci=ci, **fit_kwargs)
+            fits[law] = r2_log(y, bs.fit.predict_table(test))
+            r2s[law] = np.array([r2_log(y, p) for p in bs.pred_samples])
+        d = r2s[rivals[name]] - r2s[base]
+        rows.append({"split": name, f"{base} R²": fits[base], "rival": rivals[name], "rival R²": fits[rivals[name]],
+                     "rival - base": fits[rivals[name]] - fits[base], "95% lo": float(np.percentile(d, q[0])),
+                     "95% hi": float(np.percentile(d, q[1])), "refits": n_boot})
     return pd.DataFrame(rows)
 
 
