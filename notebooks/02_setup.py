@@ -40,7 +40,7 @@ from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
 from nblib.lccp import diagnostics, experiments, grid, kernel_spread
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics import format_testset_stats, testset_stats
-from nblib.probes import records
+from nblib.probes import grid_ladder, records
 from nblib.store.provenance import REPO_ROOT
 
 ch = Chapter("02_setup", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
@@ -72,16 +72,20 @@ print(f"document length (tokens): median {np.median(lengths):,.0f}, 90th percent
 # **Length-aware LCCP mixture (Table 9).** The paper groups documents by length relative to
 # the 32K target and samples the buckets with fixed shares, 52.57% of them from documents
 # shorter than half the target. Documents longer than the target are cut into consecutive
-# target-length segments with a one-token overlap, keeping every segment. Our corpus has
-# almost no short documents (the Python library has few files under half a 256-token
-# context), so Table 9's shares would repeat a few kilobytes thousands of times; the toy
-# budget keeps Table 9's buckets but samples every piece equally often (`natural`). The
-# table shows both, and how many epochs of each bucket one pass of 10,000 sequences takes.
+# target-length segments with a one-token overlap, keeping every segment. Our corpus has few
+# tokens in short documents (the Python library's long files hold most of its text), so
+# Table 9's shares would repeat a small bucket many times over; the toy budget keeps Table 9's
+# buckets but samples every piece equally often (`natural`). The table shows both shares and
+# each bucket's documents, pieces and tokens; the line below it, read from the table and the
+# budget, says how short the corpus runs against this budget's LCCP target.
 
 # %%
 mix = experiments.mixture_table(b)
 ch.save_table(mix, "table09_length_mixture")
 mix
+
+# %%
+ch.markdown(budget_words.short_documents_words(b, mix))
 
 # %% [markdown]
 # ## Models and budgets (Table 1, App. A.3 Tables 5-7)
@@ -173,28 +177,44 @@ ch.markdown(toy_design.smear_ablation_findings(smear_summary))
 # no Hugging Face counterpart, so `python -m nblib.export` refuses it.
 
 # %% [markdown]
-# ## How much the numbers move: seeds and CPU kernels
+# ## How much the numbers move: seeds, precision and CPU kernels
 #
-# Two spreads bound what a toy number can say. The **seed spread**: chapter 3 trains the
-# stable trunk of S1 with a second seed and compares the two seeds' held-out loss. The
-# **CPU-kernel spread**: PyTorch picks its vector kernels at run time (AVX-512 where the CPU
-# has it, else AVX2), and training amplifies their rounding differences. Chapters 2-4 were run
-# a second time under AVX2 kernels, into their own store and output folder, and compared run
-# by run with `python -m nblib.lccp.kernel_spread` (its docstring has the commands). Both
-# tables are read from the committed outputs of the toy book.
+# Two spreads bound what a toy number can say. The **seed spread**: chapter 3 trains a stable
+# trunk with a second seed and compares the two seeds' held-out loss at the end of the stable
+# phase. The **precision and kernel spread**: PyTorch picks its vector kernels at run time
+# (AVX-512 where the CPU has it, else AVX2), bf16 autocast rounds differently again where the
+# budget asks for it (the precision line above), and training amplifies rounding differences
+# into a slightly different fit. What has been measured of each, read from the toy book's
+# outputs and the design ladder of appendix A:
 
 # %%
 spread_csv = REPO_ROOT / "figures" / "03_scaling_law" / "stable_phase.csv"
-kernel_csv = REPO_ROOT / "figures" / "02_setup" / "cpu_kernel_spread.csv"
 if spread_csv.is_file():
     seed_spreads = pd.read_csv(spread_csv)
-    print(f"seed spread (held-out loss at the end of the stable phase, nats): "
-          f"{diagnostics.seed_spread(seed_spreads):.4f}")
+    seeded = seed_spreads.groupby("scale")["seed"].nunique().loc[lambda n: n > 1].index
+    ch.markdown(f"**Seed spread** (chapter 3's `{spread_csv.relative_to(REPO_ROOT)}`, the stable trunk of "
+                f"{', '.join(seeded)} at two seeds): {diagnostics.seed_spread(seed_spreads):.4f} nats of held-out "
+                "loss at the end of the stable phase.")
     display(seed_spreads.round(4))
+else:
+    ch.markdown(f"**Seed spread**: not measured yet (chapter 3 writes `{spread_csv.relative_to(REPO_ROOT)}`).")
+
+# %%
+ladder = records("toy_grid_ladder")
+ch.markdown("**Precision and kernel spread.** " + budget_words.grid_repeats_words(ladder))
+book_rows = grid_ladder.book_grid_rows(ladder)
+book_rows[["design", *grid_ladder.R2.values(), grid_ladder.CCC, grid_ladder.S5_RHO]].set_index("design")
+
+# %%
+kernel_csv = REPO_ROOT / "figures" / "02_setup" / "cpu_kernel_spread.csv"
 if kernel_csv.is_file():
+    ch.markdown(f"Run by run, two executions of chapters 3-4 (`{kernel_csv.relative_to(REPO_ROOT)}`, written by "
+                "`python -m nblib.lccp.kernel_spread`):")
     display(kernel_spread.summary(pd.read_csv(kernel_csv)).round(4))
 else:
-    print("no CPU-kernel spread measured yet: run the AVX2 repeat (python -m nblib.lccp.kernel_spread --help)")
+    ch.markdown("No run-by-run comparison of two executions is committed, so the spread above is the ladder's, one "
+                "number per measure (`python -m nblib.lccp.kernel_spread` compares two executions run by run; its "
+                "docstring has the commands).")
 
 # %% [markdown]
 # ## The metric: LongPPL and ShortPPL (§3.1, §4.1, App. A.1)
@@ -209,13 +229,15 @@ else:
 #
 # The paper's reference is Llama-3.1-8B at a 4K chunk of 32K sequences. Here, at the toy
 # budget, the reference is a larger model than any evaluated one, trained directly at the
-# long context (its training curve is {numref}`fig-reference-training`), and the chunk is
-# 1/8 of the long context, as 4K is of 32K.
+# long context (its training curve is {numref}`fig-reference-training`), and the chunk's
+# share of the long context is printed below against the paper's 4K of 32K.
 
 # %%
 ev = Evaluator.build(b, ch.store)
 spec = b.longppl
-print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, sliding_window {spec.sliding_window}")
+print(f"test set: {ev.annotation.n_docs} documents; trunc_len {spec.trunc_len}, sliding_window {spec.sliding_window}; "
+      f"the chunk is {spec.trunc_len / b.long_seq_len:.3g} of the {b.long_seq_len:,}-token LCCP context "
+      f"(the paper: 4K of 32K, {4096 / 32768:.3g})")
 
 # %% tags=["remove-output"]
 #| label: cell-reference-training

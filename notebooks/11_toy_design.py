@@ -35,7 +35,7 @@ budget_file = ""  # a TOML budget file, a base budget and its overrides (README,
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import findings, toy_design, toy_erosion, toy_figures
+from nblib.book import budget_words, findings, toy_design, toy_erosion, toy_figures
 from nblib.book.chapter import Chapter
 from nblib.budgets import get_budget
 from nblib.probes import record_path, records
@@ -359,9 +359,10 @@ ch.save_figure(toy_figures.erosion_figure(erosion), "toy_erosion_probe")
 # 0.88) and Eq. 2's 60N prefix misses S5's end by 2%; but LD is still the worst at S4 and
 # chapter 3's S4 $R^2$ falls to 0.69. U and T are R merged with Last4 2 and 3 N(S1) apart
 # (`last4_spacing`, App. B.1; appendix B reads them). V compresses N's ladder so that S5 is d128
-# (S1 d64 .. S5 d128/4, a KV head each, LCCP at 10% on 4 x 1,024 aligned tokens a step): it
-# became the book's grid (the last section). Every design is a budget file written over F's
-# (`data/probes/grid_designs/F.toml`); `make book BUDGET_FILE=...` reruns any.
+# (S1 d64 .. S5 d128/4, a KV head each, LCCP at 10% on 4 x 1,024 aligned tokens a step): the
+# book's grid descends from it (the last section names the row it is now). Every design is a
+# budget file written over F's (`data/probes/grid_designs/F.toml`); `make book
+# BUDGET_FILE=...` reruns any.
 
 # %%
 ladder_s5 = records("toy_grid_ladder_s5")[["design", "protocol", "dl", "longppl", "shortppl"]]
@@ -381,16 +382,19 @@ ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder
 # :::
 
 # %% [markdown]
-# ## Why the book's grid is V
+# ## Why the book's grid left F for the V line
 #
 # The ladder's two rows that decide the book's grid: F, its grid until V, as re-run fresh on
-# the last host that measured it, and V. F's S5 trajectory gets worse with more LCCP tokens
-# after its minimum, the reverse of the paper's title claim; V's keeps improving and keeps
-# chapter 3's law. V trains wider models on more tokens, so its Part 1 takes longer: the book
-# takes the phenomenon over the clock.
+# the last host that measured it, and the book's grid now, a descendant of V (named below,
+# with the rows between). F's S5 trajectory gets worse with more LCCP tokens after its
+# minimum, the reverse of the paper's title claim; the V line's keeps improving and keeps
+# chapter 3's law (the verdicts below are read from the ladder). The V line trains wider
+# models on more tokens; each row's Part 1 minutes below were timed on its own host, so they
+# compare hosts and precisions as much as designs.
 
 # %%
-ch.markdown(toy_design.book_grid_findings(ladder))
+ch.markdown(budget_words.book_grid_words(ladder, origin="V") + "\n\n"
+            + toy_design.book_grid_findings(ladder))
 
 # %% [markdown]
 # ## How the toy pair's training length was chosen (Part 2)

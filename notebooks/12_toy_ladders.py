@@ -38,7 +38,7 @@ import dataclasses
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import findings, toy_design
+from nblib.book import budget_words, findings, toy_design
 from nblib.book.chapter import Chapter
 from nblib.book.figures import figures_root
 from nblib.lccp import downstream, experiments
@@ -296,8 +296,11 @@ ch.markdown(findings.needle_ladder_findings(needle_ladder))
 # every target but breaks chapter 3's law; N keeps the law with a d160 S5 and reads the
 # needles at about half K's score; V compresses N's ladder to a d128 S5, keeps the law, and
 # reads them as K does (the design table above, with 100 prompts per needle and binomial
-# standard errors). V became the book's grid, with its trajectory carried to the point where
-# its needles were read best ([chapter 5](05_downstream.ipynb) scores them there).
+# standard errors). The book's grid descends from V, with its trajectory carried to the point
+# where its needles were read best ([chapter 5](05_downstream.ipynb) scores them there):
+
+# %%
+ch.markdown(budget_words.book_grid_words(records("toy_grid_ladder"), origin="V"))
 
 # %% [markdown]
 # With RULER's values, S5 reads the needle: with it in the prompt, every value token is more

@@ -1,12 +1,22 @@
 """A budget in words: the toy grid's shapes, token unit, multiples and RoPE bases as the book's
 prose names them (chapter 1's grid size, chapter 2's departures from the paper's setup, §3.1 and
-App. A.3; appendix A's design table). Every number is read off the budgets and the grid's run
-configs, so the words follow the grid when it changes."""
+App. A.3; appendix A's design table), the contexts and LongPPL chunk the prose names (chapter 2's
+length mixture, chapter 3's copy distance), and which row of the design ladder the book's grid
+is and how often it was repeated (chapter 2's spread, appendices A and B). Every number is read
+off the budgets, the grid's run configs and the ladder's records, so the words follow the grid
+when it changes."""
 
 from __future__ import annotations
 
+import re
+
+import pandas as pd
+
 from nblib.budgets import LLAMA_VARIANTS, PAPER_N, SCALES, get_budget
 from nblib.lccp import grid
+from nblib.probes import grid_ladder as GL
+from nblib.probes.results import record_path
+from nblib.store.provenance import REPO_ROOT
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
@@ -130,3 +140,100 @@ def grid_size_words(b, paper=None) -> str:
             f"{p.get('short', 0) + p.get('linear-decay', 0)}), chapter 4 "
             f"{n.get('constant', 0) + n.get('trajectory', 0)} Constant trajectories ({b.n_constant_seeds} seeds "
             f"at S1-S4, and S5's to {b.s5_trajectory:g} {b.unit}).")
+
+
+def short_documents_words(b, mix: pd.DataFrame) -> str:
+    """How short the corpus runs against budget `b`'s LCCP target (Table 9, App. A.4), from its
+    length-mixture table (`experiments.mixture_table`, first row: the bucket under half the
+    target): the documents in that bucket, their share of the stream's tokens, and how much more
+    often Table 9's share would draw them than the budget's own mixture."""
+    first = mix.iloc[0]
+    paper, own = float(first["paper 32K mix"]), float(first[f"{b.lccp_mixture} mix"])
+    tokens = float(first["n_tokens"]) / float(mix["n_tokens"].sum())
+    text = (f"At budget {b.name} the LCCP target is {b.long_seq_len:,} tokens: {int(first['n_docs']):,} documents, "
+            f"{tokens:.1%} of the tokens the LCCP stream draws from, are shorter than half of it "
+            f"(bucket {first['bucket']}). Table 9 draws {paper:.2%} from that bucket, the "
+            f"`{b.lccp_mixture}` mix {own:.2%}")
+    if own > 0 and paper / own > 1.5:
+        return text + f": Table 9's share would repeat those documents {paper / own:.0f} times as often."
+    return text + "."
+
+
+def far_copy_distance(b) -> int:
+    """The distance of chapter 3's copy curve (a random segment and its repeat, `copy_gain`):
+    just past two local chunks of LongPPL (App. A.1). A chunk window is trunc_len + sliding_window
+    tokens (`nblib.metrics.longppl.chunk_windows`), so a token's chunk sees fewer than that
+    back; a repeat twice that far from its source lies past two whole chunk windows. Capped at
+    half the LCCP context, so the segment and its repeat fit in one sequence."""
+    spec = b.longppl
+    return min(2 * (spec.trunc_len + spec.sliding_window), b.long_seq_len // 2)
+
+
+def far_copy_words(b) -> str:
+    """`far_copy_distance` in words, with the chunk it is measured against."""
+    spec, d = b.longppl, far_copy_distance(b)
+    window = spec.trunc_len + spec.sliding_window
+    if d >= 2 * window:
+        return (f"distance {d:,}, just past two local chunks: each chunk window of LongPPL is {window:,} tokens "
+                f"(trunc_len {spec.trunc_len:,} + sliding_window {spec.sliding_window:,}), so every repeated token's "
+                f"source lies two whole windows back")
+    return (f"distance {d:,}, half the {b.long_seq_len:,}-token LCCP context: two local chunk windows of LongPPL "
+            f"({2 * window:,} tokens) do not fit twice in it")
+
+
+_PARENT = re.compile(r"(?:as |design )?([A-Z][A-Za-z0-9]*)\b")
+
+
+def grid_lineage(ladder: pd.DataFrame, design: str) -> list[str]:
+    """`design` and the designs it was built from, newest first, as the design ladder's `change`
+    column names them (a row's change starts with its parent: "Vb with ...", "as F, ...",
+    "design N's ..."); stops at a row whose change names no other row."""
+    change = dict(zip(ladder["design"].astype(str), ladder["change"].astype(str)))
+    chain = [design]
+    while True:
+        m = _PARENT.match(change.get(chain[-1], ""))
+        if not m or m.group(1) not in change or m.group(1) in chain:
+            return chain
+        chain.append(m.group(1))
+
+
+def book_grid_words(ladder: pd.DataFrame, origin: str = "V", design: str | None = None) -> str:
+    """A sentence: which row of the design ladder the book's grid is (`grid_ladder.BOOK_GRID_DESIGN`)
+    and the rows between it and `origin`, each with its `change`; ValueError when the grid does not
+    descend from `origin`, so prose that names `origin` as the grid's root fails loudly."""
+    design = design or GL.BOOK_GRID_DESIGN
+    chain = grid_lineage(ladder, design)
+    if origin not in chain:
+        raise ValueError(f"the book's grid {design} does not descend from design {origin} in the ladder: "
+                         f"its lineage is {' <- '.join(chain)}")
+    if design == origin:
+        return f"The book's grid is design **{design}** itself."
+    change = dict(zip(ladder["design"].astype(str), ladder["change"].astype(str)))
+    steps = list(reversed(chain[:chain.index(origin)]))
+    return (f"The book's grid is design **{design}**: {origin} changed by row{'s' if len(steps) > 1 else ''} "
+            + " and then ".join(f"{d} ({change[d]})" for d in steps) + " of the design ladder.")
+
+
+def grid_repeats_words(ladder: pd.DataFrame, design: str | None = None) -> str:
+    """Chapter 2's precision-and-kernel spread in words: the design ladder's rows that ran the
+    book's grid (`grid_ladder.book_grid_rows`), where and how each ran (`grid_ladder.RAN_ON`),
+    and what varied between them (`grid_ladder.what_varied`), so a spread measured on one host
+    is never called a host spread."""
+    design = design or GL.BOOK_GRID_DESIGN
+    path = record_path("toy_grid_ladder")
+    path = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    rows = GL.book_grid_rows(ladder, design)
+    names = [str(d) for d in rows["design"]]
+    if len(names) < 2:
+        return (f"The book's grid (design **{design}**) has {_count(len(names), 'row')} in the design ladder "
+                f"(`{path}`): no repeat of it is measured, so there is no precision or kernel spread yet.")
+    ran_on = GL.RAN_ON
+    how = [f"**{d}** ({ran_on[d][1]}, on {ran_on[d][0]})" if d in ran_on else f"**{d}**" for d in names]
+    varied = GL.what_varied(names)
+    hosts, kernels = ({ran_on[d][i] for d in names if d in ran_on} for i in (0, 1))
+    text = (f"The book's grid, design **{design}**, has {len(names)} rows in the design ladder (`{path}`, "
+            f"appendix A): {', '.join(how)}. What varied between them: {varied}.")
+    if len(hosts) == 1 and len(kernels) > 1 and all(d in ran_on for d in names):
+        text += (" One host ran every row, so their difference is a precision-and-instruction-set spread, "
+                 "not a host spread.")
+    return text

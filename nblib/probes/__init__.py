@@ -25,7 +25,8 @@ chapters read. One module per probe, each with a `main(argv)`; one entry point:
     pair                6        pair_probe                                      pair_probe.py
 
 The chapters read every record file but cpu_kernel_probe and toy_trajectory_copy_probe, kept as
-the measurements behind chapter 2's kernel spread and the S5 trajectory's late rise.
+records of an early one-scale kernel check (the grid's AVX2 / fp32 repeat is design-ladder row
+Vb2, chapters 3-4) and of the S5 trajectory's late rise on an earlier grid.
 
 Every record file lives in `RESULTS` (data/probes/) with a manifest beside it naming the
 module that writes it and each write's command, commit, time and machine (`results`). The

@@ -1,6 +1,7 @@
 """Do one scale's Linear-Decay runs give the same LongPPL under another CPU kernel set?
-(chapter 2, "How much the numbers move"; was benchmarks/cpu_kernel_probe.py: a partial check
-before the full AVX2 repeat of chapters 2-4 that `python -m nblib.lccp.kernel_spread` compares).
+(was benchmarks/cpu_kernel_probe.py: a one-scale check made before the book's grid was repeated
+with every kernel capped at AVX2 in fp32, design-ladder row Vb2, chapters 3-4; a run-by-run
+comparison of such a repeat is `python -m nblib.lccp.kernel_spread`'s job).
 
 Run it under the other kernels, e.g. on an AVX-512 machine:
 
