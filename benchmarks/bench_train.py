@@ -3,7 +3,7 @@ and against a plain nanoGPT-style loop at the same shapes.
 
     python -m benchmarks.bench_train [--budget toy] [--threads 1] [--steps 30] [--bf16] [--no-plain]
 
-Writes benchmarks/results/bench_train.json and .md (the introduction chapter shows them) and
+Writes benchmarks/results/bench_train.json and .md (the book's run report shows them) and
 bench_train.manifest.json (the command, commit, time and machine).
 MFU uses the model's analytic training FLOPs per token (nblib.models flops_per_token: 6 x
 matmul parameters incl. the LM head, plus causal attention scores and values), so attention's

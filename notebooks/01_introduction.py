@@ -50,9 +50,10 @@
 # The notebooks orchestrate and plot; the library `nblib` does the work. Every number and
 # figure below comes from runs this book can redo, at one of three budgets. Which claims the
 # toy reproduces, each with the source's number beside the toy's and a verdict by a stated
-# rule: the [scorecard](../book/scorecard.md), the next page. How the toy was designed, and
-# the grids tried before it: the appendix, [chapters 11](11_toy_design.ipynb) and
-# [12](12_toy_ladders.ipynb).
+# rule: the [scorecard](../book/scorecard.md), the next page; its summary is below. How the toy
+# was designed, and the grids tried before it: the appendix, [chapters 11](11_toy_design.ipynb)
+# and [12](12_toy_ladders.ipynb). What the book's runs cost, and the benchmarks of the code
+# they run on: the [run report](../book/run_report.md), the last page.
 
 # %% tags=["parameters"]
 budget = "toy"  # smoke | toy | full
@@ -61,17 +62,31 @@ run_root = ""  # empty: the repository runs/ folder (or $NBLIB_RUN_ROOT)
 budget_file = ""  # a TOML budget file, a base budget and its overrides (README, Your own data); empty: none
 
 # %%
-import json
-from pathlib import Path
-
 import pandas as pd
+from IPython.display import display
 
 from nblib.book import budget_words
 from nblib.book.chapter import Chapter
-from nblib.book.paper_map import paper_map
+from nblib.book.figures import figures_root
+from nblib.book.paper_map import paper_map, paper_map_markdown
+from nblib.book.summary import chapter_summary, summary_bundle
 from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
 
 ch = Chapter("01_introduction", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
+
+# %% [markdown]
+# ## Which claims hold at toy
+#
+# The scorecard's summary: how many claims got each verdict, and the claims the toy reproduces,
+# each linked to the chapter whose figures give its number. The book runner writes it once,
+# after the chapters, from the same figures as the scorecard page. This chapter runs first, so
+# it computes the summary from the tables the figures folder holds now with the same function;
+# the line under it says whether that is the file the runner wrote, or the chapters have changed
+# the tables since (the scorecard page, written after them, then has the newer numbers).
+
+# %%
+summary, how = chapter_summary(figures_root(ch.budget.name), ch.budget.name)
+display(summary_bundle(summary, how), raw=True)
 
 # %% [markdown]
 # ## Three budgets, one code path
@@ -138,33 +153,14 @@ pd.DataFrame({
 # ## The paper map
 #
 # Every equation, figure and table of both works, the function and chapter that produce
-# it, and its status. `tests/test_paper_map.py` checks that each function exists and each
-# chapter is in the book.
+# it, and its status, every row. `tests/test_paper_map.py` checks that each function exists
+# and each chapter is in the book.
 
 # %%
 pm = paper_map()
+print(f"{len(pm)} rows:")
 print(pm.groupby(["work", "status"]).size().to_string())
-pd.set_option("display.max_colwidth", 80)
-pm
-
-# %% [markdown]
-# ## Benchmarks
-#
-# Speed targets live in `benchmarks/` (run as `python -m benchmarks.bench_train` and so on),
-# whose scripts write their results to `benchmarks/results/<script>.md`; this table reads
-# those files (it does not rerun them). The experiment probes behind the book's design
-# choices are `python -m nblib.probes`, with their records in `data/probes/`.
-
-# %%
-import re
-
-from nblib.store.provenance import REPO_ROOT
-
-reports = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.md"))
-for path in reports:  # each report's own headings become small subheadings here
-    ch.markdown(f"**`benchmarks/results/{path.name}`**\n\n" + re.sub(r"(?m)^#+ ", "#### ", path.read_text()))
-if not reports:
-    print("no benchmark results yet: run the benchmarks, e.g. python -m benchmarks.bench_train")
+ch.markdown(paper_map_markdown(pm))
 
 # %%
 ch.done()

@@ -31,6 +31,28 @@ def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_
     assert out.cells[0].source.endswith("\n\nText.")
 
 
+def test_the_runner_writes_the_summary_once_after_the_chapters(tmp_path, monkeypatch):
+    """After the chapters, beside writing their times, the runner writes the scorecard's summary
+    to the build's figures folder (nblib.book.summary), which chapter 1 then reads."""
+    from nblib.book import build, summary
+
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(figures))
+    order = []
+
+    def chapters_ran(names, *a, **k):
+        order.append("chapters")
+        assert not (figures / "summary.json").exists()
+        return [{"chapter": n, "status": "ok", "wall_s": 0.0, "error": None} for n in names]
+
+    monkeypatch.setattr(build, "execute_all", chapters_ran)
+    assert build._run_and_build("smoke", tmp_path / "out", ["01_introduction"], False, None, 1, None, None) == 0
+    written = json.loads((figures / "summary.json").read_text())
+    assert order == ["chapters"] and written["budget"] == "smoke"
+    assert written["counts"]["not measured"] == written["claims"]  # an empty figures folder
+    assert summary.chapter_summary(figures, "smoke") == (written, "written")
+
+
 # --------------------------------------------------------------------------- chapters at once
 
 def _fake_chapter(name, budget, out_dir, params, env):

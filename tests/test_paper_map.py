@@ -42,3 +42,19 @@ def test_done_rows_are_in_built_chapters():
         text = (REPO / "notebooks" / f"{chapter}.py").read_text()
         if status == "done":
             assert "Not built yet" not in text, f"{item} is marked done but {chapter} is a placeholder"
+
+
+def test_the_markdown_paper_map_has_every_row():
+    """Chapter 1 shows the whole map as one Markdown table: a line per row, none left out ("...")."""
+    from markdown_it import MarkdownIt
+
+    from nblib.book.paper_map import paper_map, paper_map_markdown
+    pm = paper_map()
+    md = paper_map_markdown(pm)
+    lines = md.strip().splitlines()
+    assert len(lines) == len(pm) + 2 == len(PAPER_MAP) + 2  # header, separator, the rows
+    assert not any(set(line.replace("|", " ").split()) <= {"..."} for line in lines[2:])  # no elided row
+    assert [line.split(" | ")[1] for line in lines[2:]] == [r[1].replace("|", "\\|") for r in PAPER_MAP]
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    assert html.count("<tr>") == len(pm) + 1  # an escaped | inside a cell splits no row
+    assert html.count("<td>") == len(pm) * len(pm.columns)

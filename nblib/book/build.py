@@ -11,7 +11,9 @@ Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ip
 listed in the chapter registry (nblib.book.chapters: order, title, part, and whose runs each
 reads); `run` and `test` stop before any chapter runs when the two disagree.
 Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
-chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page.
+chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page. After the
+chapters, as it writes the scorecard page, it writes the scorecard's summary (nblib.book.summary:
+the counts by verdict, the claims rated reproduced) to `<figures>/summary.json`; chapter 1 shows it.
 With a budget file (nblib.book.budget_file) every chapter gets it as its `budget_file`
 parameter (with `--set`s, the file and the sets written as one, `<out>/budget.toml`), its
 figures go to `<out>/figures/`, and the run report names the file and its sha256.
@@ -45,6 +47,7 @@ from nblib.book.html import BOOK, build_html, preflight_html
 from nblib.book.nbval_runs import NbvalRuns
 from nblib.book.plan import budget_source
 from nblib.book.run_report import run_report
+from nblib.book.summary import repo_relative, site_page, write_summary
 from nblib.budgets import get_budget
 from nblib.cli import run_cli
 from nblib.store.atomic import atomic_write_json, atomic_write_text
@@ -206,7 +209,7 @@ def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
         sys.path.pop(0)
     figs = sorted(str(p) for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
     # a partial run (--chapters) links to chapters it did not execute: those are not problems
-    skipped = tuple(f"{c}.ipynb" for c in chapters() if c not in names)
+    skipped = tuple(x for c in chapters() if c not in names for x in (f"{c}.ipynb", site_page(f"{c}.ipynb")))
     return ([p for p in check_site(html, names, figs)
              if not ("missing local file" in p and skipped and p.endswith(skipped))]
             + check_tables(figures_dir, names) + check_figures(names))
@@ -433,6 +436,8 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
     failed = [t for t in times if t["status"] != "ok"]
     for t in failed:
         print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
+    path = write_summary(figures_root(budget), budget)  # once, after the chapters; chapter 1 shows it
+    print(f"[book] summary of the scorecard: {repo_relative(path)}")
     if build:
         stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file),
                    scorecard.scorecard_markdown(scorecard.Figures(figures_root(budget), budget)))

@@ -51,6 +51,15 @@ def _budget_file_figures(path) -> None:
         _FIGURES_SET_HERE.append(os.environ["NBLIB_FIGURES_DIR"])
 
 
+def _shown(path) -> str:
+    """A path as a chapter prints it: relative to the repository when inside it, so an executed
+    page names no absolute path."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
 class Chapter:
     def __init__(self, name: str, budget: str = "toy", seed: int = 0, run_root: str | None = None,
                  scale: str | None = None, allowed_scales=None, n_boot: int | None = None, budget_file: str = "",
@@ -83,7 +92,7 @@ class Chapter:
         self.figures: list = []
         print(f"[{name}] budget={self.budget.name} seed={seed}" + (f" scale={scale}" if scale else "")
               + (f" budget file={self.budget_file.path} (sha256 {self.budget_file.sha256[:12]})"
-                 if self.budget_file else "") + f" run store={self.store.root}")
+                 if self.budget_file else "") + f" run store={_shown(self.store.root)}")
 
     def save_figure(self, fig, name: str, runs=(), extra: dict | None = None, show: bool = True) -> None:
         """Save under figures/<chapter>/<name>.png (with provenance) and show that very file,

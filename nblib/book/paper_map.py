@@ -1,7 +1,7 @@
 """The paper map: every equation, figure and table of both works, the function and the
-chapter that produce it, and its status. The introduction chapter renders it;
-tests/test_paper_map.py checks that every function named here exists and every chapter
-named here is a notebook of the book.
+chapter that produce it, and its status. The introduction chapter renders it whole, every row
+(`paper_map_markdown`); tests/test_paper_map.py checks that every function named here exists
+and every chapter named here is a notebook of the book.
 
 Status vocabulary: "done" (the chapter regenerates it at every budget), "library" (the
 function exists and is tested; no chapter shows it yet), "planned" (its chapter is a
@@ -211,3 +211,16 @@ COLUMNS = ("work", "item", "what", "function", "chapter", "status")
 def paper_map():
     """The paper map as a pandas DataFrame."""
     return pd.DataFrame(PAPER_MAP, columns=COLUMNS)
+
+
+def _cell(x) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def paper_map_markdown(table: pd.DataFrame | None = None) -> str:
+    """The whole paper map as one Markdown table, every row (no "..." as pandas' display
+    shortens a long frame); `|` inside a cell is escaped."""
+    t = paper_map() if table is None else table
+    lines = ["| " + " | ".join(map(str, t.columns)) + " |", "|" + "---|" * len(t.columns)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in t.itertuples(index=False)]
+    return "\n".join(lines) + "\n"

@@ -1,12 +1,15 @@
 """The book's last page, "Run report": each chapter's wall time, the machine, the budget file
-when one was given, and the benchmarks' key numbers (`python -m nblib.book run` writes it)."""
+when one was given, and the benchmarks: their key numbers and every result table they wrote
+(`python -m nblib.book run` writes it)."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import re
 import time
+from pathlib import Path
 
 from nblib.book.budget_file import BudgetFile
 from nblib.store.provenance import REPO_ROOT, code_version
@@ -52,6 +55,18 @@ def benchmark_summary() -> list[str]:
     return lines
 
 
+def benchmark_tables(results: Path | None = None) -> list[str]:
+    """Markdown lines for the run report: each result file `benchmarks/results/<script>.md`
+    whole, under its path, its own headings made small subheadings (the files are read, the
+    benchmarks are not rerun)."""
+    folder = results or REPO_ROOT / "benchmarks" / "results"
+    lines = []
+    for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        text = re.sub(r"(?m)^#+ ", "#### ", path.read_text()).strip()
+        lines += [f"### `benchmarks/results/{path.name}`", "", text, ""]
+    return lines
+
+
 def run_report(times: list[dict], budget: str, elapsed: float | None = None, jobs: int = 1,
                source: BudgetFile | None = None, chapter_file: BudgetFile | None = None) -> str:
     """Markdown of the 'Run report' page: each chapter's wall time and the machine (and, when
@@ -73,8 +88,14 @@ def run_report(times: list[dict], budget: str, elapsed: float | None = None, job
     if jobs > 1 and elapsed is not None:
         lines += [f"The chapters ran {jobs} at a time, so each one's time includes waiting for the cores and for "
                   f"runs another chapter was training; all of them took {elapsed:.1f} s ({elapsed / 60:.1f} min).", ""]
-    bench = benchmark_summary()
-    if bench:
-        lines += ["## Benchmarks", "", "Result files written by `benchmarks/` (the introduction shows them whole):",
-                  "", *bench, ""]
+    bench, tables = benchmark_summary(), benchmark_tables()
+    if bench or tables:
+        lines += ["## Benchmarks", "",
+                  "Speed targets live in `benchmarks/` (run as `python -m benchmarks.bench_train` and so on), whose "
+                  "scripts write their results to `benchmarks/results/<script>.md`; this page reads those files (it "
+                  "does not rerun them). The experiment probes behind the book's design choices are "
+                  "`python -m nblib.probes`, with their records in `data/probes/`.", ""]
+        if bench:
+            lines += ["Key numbers:", "", *bench, ""]
+        lines += tables
     return "\n".join(lines)
