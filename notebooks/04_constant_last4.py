@@ -292,13 +292,7 @@ prefix_errors, prefix_fits = scaling.prefix_forecast(dl_all, y_all, tl.dl_mult, 
 
 # %% tags=["remove-output"]
 #| label: cell-prefix-fits
-fig, ax = plt.subplots(figsize=(7, 4.5))
-ax.plot(dl_all, y_all, "ko", ms=4, label="measured (Last4)")
-grid_dl = np.geomspace(dl_all.min(), dl_all.max(), 100)
-for pm, f in prefix_fits.items():
-    ax.plot(grid_dl, f.predict(Dl=grid_dl), label=f"fit up to {pm:g}N")
-ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)", title=f"Fig. 6: prefix fits of Eq. 2 ({scale})")
-ax.legend(fontsize=8)
+fig = protocol_figures.prefix_fits_figure(dl_all, y_all, prefix_fits, scale, unit=b.unit)
 ch.save_figure(fig, "fig06_prefix_fits", runs=[traj])
 
 # %% [markdown]
@@ -371,13 +365,7 @@ r_ext = scaling.elasticity_ratio(f_long, f_short, d_ext)
 
 # %% tags=["remove-output"]
 #| label: cell-elasticity-ratio
-fig, ax = plt.subplots(figsize=(6, 4))
-ax.plot(d_meas, r_meas, "o-", ms=4, c="tab:purple", label="R over the measured range")
-ax.plot(d_ext, r_ext, "--", c="tab:purple", label="fit extended to 2x")
-ax.axhline(1, c="0.6", lw=0.8)
-ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="$R(D_l) = e_{Long} / e_{Short}$",
-       title="Fig. 17: elasticity ratio along the trajectory")
-ax.legend(fontsize=8)
+fig = protocol_figures.elasticity_ratio_figure(d_meas, r_meas, d_ext, r_ext)
 ch.save_figure(fig, "fig17_elasticity_ratio", runs=[traj])
 
 # %% [markdown]

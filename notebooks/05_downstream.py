@@ -60,7 +60,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib.book import findings
+from nblib.book import downstream_figures, findings
 from nblib.book.chapter import Chapter
 from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
@@ -101,19 +101,7 @@ agg.round(1)
 
 # %% tags=["remove-output"]
 #| label: cell-ruler
-fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [1, 1.6]})
-for protocol, c in (("Raw", "tab:gray"), ("Last4", "tab:red")):
-    axes[0].plot(agg.index, agg[protocol], "o-", c=c, label=protocol)
-axes[0].set(xlabel="Dl / N", ylabel=f"RULER, mean of {len(fits)} subtasks", title=f"Fig. 7: RULER at {length} tokens")
-axes[0].legend(fontsize=8)
-per = ruler.dropna().pivot_table(index="task", columns=["protocol", "dl"], values="score")
-for i, task in enumerate(per.index):
-    for protocol, c, off in (("Raw", "tab:gray", -0.2), ("Last4", "tab:red", 0.2)):
-        axes[1].scatter(np.full(len(points), i + off), per.loc[task, protocol], c=c, s=10 + 30 * np.arange(len(points)) / len(points),
-                        alpha=0.7, label=protocol if i == 0 else None)
-axes[1].set_xticks(range(len(per.index)), per.index, rotation=45, ha="right", fontsize=8)
-axes[1].set(ylabel="score (x100)", title="Fig. 12: per subtask (larger dots: later points)")
-axes[1].legend(fontsize=8)
+fig = downstream_figures.ruler_trajectory_figure(ruler, length, unit=b.unit)
 ch.save_figure(fig, "fig07_ruler_trajectory", runs=[run])
 
 # %% [markdown]
@@ -265,22 +253,7 @@ needle_traj.set_index(["dl", "protocol", "prompts"]).round(3)
 
 # %% tags=["remove-output"]
 #| label: cell-needles
-fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-for protocol, c in (("Raw", "tab:gray"), ("Last4", "tab:red")):
-    g = needle_traj[needle_traj.protocol == protocol]
-    e = needle_ext[needle_ext.protocol == protocol]
-    axes[0].plot(g.dl, g.score, "o-", c=c, label=f"{protocol}")
-    axes[0].plot(g.dl, g.control_score, "x:", c=c, label=f"{protocol}, control (no needle)")
-    axes[0].plot(e.dl, e.score, "s--", c=c, mfc="none", label=f"{protocol}, after the 4x extension")
-    for ax, col in ((axes[1], "piece_hit"), (axes[2], "needle_gain")):
-        ax.plot(g.dl, g[col], "o-", c=c, label=protocol)
-        ax.plot(e.dl, e[col], "s--", c=c, mfc="none", label=f"{protocol}, after the 4x extension")
-axes[0].set(xlabel="Dl / N", ylabel="score (x100), mean of the 3 code-form single needles",
-            title=f"code-form needles at {length} tokens ({b.needle_value_form} values)")
-axes[1].set(xlabel="Dl / N", ylabel="share of value pieces that are the argmax", title="per-piece hit rate")
-axes[2].set(xlabel="Dl / N", ylabel="nats per value token", title="needle gain (with - without the needle)")
-for ax in axes:
-    ax.legend(fontsize=7)
+fig = downstream_figures.needle_trajectory_figure(needle_traj, needle_ext, length, b.needle_value_form, unit=b.unit)
 ch.save_figure(fig, "fig07b_needle_trajectory", runs=[run, *ext_runs])
 
 # %% [markdown]

@@ -48,8 +48,11 @@ def _record(chapter: str, filename: str, budget: str, runs, kind: str, extra: di
 def token_ticks(ax, axis: str, values) -> None:
     """Label a log axis of token counts at `values` (e.g. the grid's Ds or Dl, in tokens), as
     6.4M or 240K: a log axis spanning less than a decade has no major tick, so matplotlib would
-    leave it without a single number."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator
+    leave it without a single number. Up to 6 values: a tick at each; more (a trajectory's
+    points, each scale its own budget at smoke): round 1-2-5 ticks inside their range, or
+    decades where those are too many, or else 4 of the values themselves, so that the axis
+    always carries at least 3 labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter
 
     vals = sorted({float(f"{v:.3g}") for v in values if np.isfinite(v) and v > 0})  # one tick per budget
     if not vals:
@@ -60,10 +63,51 @@ def token_ticks(ax, axis: str, values) -> None:
             else f"{x:.3g}"
 
     a = ax.xaxis if axis == "x" else ax.yaxis
-    # more budgets than fit side by side (each scale its own, at smoke): 1-2-5 ticks, labelled alike
-    a.set_major_locator(FixedLocator(vals) if len(vals) <= 6 else LogLocator(subs=(1.0, 2.0, 5.0)))
+    a.set_major_locator(FixedLocator(vals if len(vals) <= 6 else _log_ticks(vals)))
     a.set_major_formatter(FuncFormatter(words))
     a.set_minor_formatter(NullFormatter())
+
+
+def _log_ticks(vals, most: int = 8) -> list[float]:
+    """Ticks for a log axis over the sorted positive `vals`: the 1-2-5 numbers inside their
+    range when 3 to `most` of them fall there, else the decades when 3 to `most` do, else 4
+    of the values evenly spaced in log."""
+    lo, hi = vals[0] * (1 - 1e-9), vals[-1] * (1 + 1e-9)
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    for subs in ((1, 2, 5), (1,)):
+        ticks = [m * 10.0 ** e for e in decades for m in subs if lo <= m * 10.0 ** e <= hi]
+        if 3 <= len(ticks) <= most:
+            return ticks
+    if len(ticks) > most:  # many decades: every k-th decade
+        return ticks[::int(np.ceil(len(ticks) / most))]
+    idx = np.unique(np.round(np.linspace(0, len(vals) - 1, min(4, len(vals)))).astype(int))
+    return [vals[i] for i in idx]
+
+
+def legend_outside(ax, where: str = "right", handles=None, below: float = 0.6, **kw):
+    """A legend beside the axes (`where` "right") or under them ("below": `below` inches
+    under the axes' bottom edge, clear of one row of tick labels and the axis label), so that
+    it covers no data. `handles`: the artists to list (default: the axes' own)."""
+    from matplotlib.transforms import ScaledTranslation
+
+    kw.setdefault("fontsize", 8)
+    if handles is not None:
+        kw["handles"] = handles
+    if where == "below":
+        kw.setdefault("ncol", 2)
+        shift = ax.transAxes + ScaledTranslation(0, -below, ax.figure.dpi_scale_trans)
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=shift, borderaxespad=0, **kw)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, **kw)
+
+
+def legend_below_figure(fig, handles, **kw):
+    """One legend for every panel, under the whole figure (clear of the panels' axis labels:
+    `tidy`'s tight layout leaves figure legends out, and saving with a tight bounding box
+    takes it in)."""
+    kw.setdefault("fontsize", 9)
+    kw.setdefault("ncol", 3)
+    return fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=fig.transFigure,
+                      borderaxespad=0.3, **kw)
 
 
 def tidy(fig) -> None:
@@ -73,6 +117,74 @@ def tidy(fig) -> None:
             if scale == "log":
                 axis.set_minor_formatter(NullFormatter())
     fig.tight_layout()
+
+
+_RAW_COLUMNS = re.compile(r"\b(shortppl|longppl|dl_mult|ds_mult|piece_hit|needle_gain|control_score)\b")
+
+
+def _words(text: str) -> str:
+    """`text` without its $...$ math (where an underscore is a subscript)."""
+    return re.sub(r"\$[^$]*\$", "", text)
+
+
+def _data_points(ax):
+    """Display coordinates of what `ax` draws as data: its lines (sampled along each segment,
+    so a line crossing a box counts) and its scatter points."""
+    from matplotlib.collections import PathCollection
+
+    pts = []
+    for line in ax.get_lines():
+        xy = line.get_transform().transform(np.asarray(line.get_xydata(), float))
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if len(xy) == 1 or line.get_linestyle() in ("None", "none", "", " "):
+            pts.append(xy)
+        elif len(xy) > 1:
+            t = np.linspace(0, 1, 40)[:, None, None]
+            pts.append((xy[:-1] + t * (xy[1:] - xy[:-1])).reshape(-1, 2))
+    for coll in ax.collections:
+        if isinstance(coll, PathCollection) and len(coll.get_offsets()):
+            pts.append(coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), float)))
+    return np.concatenate(pts) if pts else np.empty((0, 2))
+
+
+def readability_problems(fig, min_log_ticks: int = 3) -> list[str]:
+    """What makes a figure hard to read ([] when nothing): a log axis with fewer than
+    `min_log_ticks` labelled ticks in view; an axis with tick labels but no label (its unit);
+    a title or axis label that is a column name (shortppl, needle_gain) or has an underscore
+    outside $...$; a legend that covers a data point or line of any axes. Call it on the
+    figure as saved (after `tidy`)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    texts = [("figure title", fig.get_suptitle())]
+    for i, ax in enumerate(fig.axes):
+        name = f"axes {i} ({ax.get_title() or 'untitled'})"
+        texts.append((f"{name} title", ax.get_title()))
+        for which, axis, lim in (("x", ax.xaxis, ax.get_xlim()), ("y", ax.yaxis, ax.get_ylim())):
+            lo, hi = sorted(lim)
+            labelled = [t for t in axis.get_majorticklabels() + axis.get_minorticklabels()
+                        if t.get_visible() and t.get_text().strip()
+                        and lo * (1 - 1e-9) <= (t.get_position()[0] if which == "x" else t.get_position()[1])
+                        <= hi * (1 + 1e-9)]
+            if axis.get_scale() == "log" and axis.get_visible() and len(labelled) < min_log_ticks:
+                problems.append(f"{name}: the log {which} axis has {len(labelled)} labelled ticks "
+                                f"({[t.get_text() for t in labelled]}), fewer than {min_log_ticks}")
+            if labelled and axis.get_visible() and not axis.get_label_text().strip():
+                problems.append(f"{name}: the {which} axis has tick labels but no label")
+            texts.append((f"{name} {which} label", axis.get_label_text()))
+    for where, text in texts:
+        if "_" in _words(text) or _RAW_COLUMNS.search(_words(text)):
+            problems.append(f"{where} {text!r} reads as a column name; write it in words")
+    legends = [(ax.get_legend(), f"axes {i}") for i, ax in enumerate(fig.axes) if ax.get_legend()]
+    legends += [(leg, "figure") for leg in fig.legends]
+    for leg, owner in legends:
+        box = leg.get_window_extent(renderer)
+        for i, ax in enumerate(fig.axes):
+            pts = _data_points(ax)
+            inside = (pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)
+            if inside.any():
+                problems.append(f"the legend of {owner} covers data of axes {i} ({ax.get_title() or 'untitled'})")
+    return problems
 
 
 def save_figure(fig, chapter: str, name: str, budget: str, runs=(), extra: dict | None = None, dpi: int = 110) -> Path:

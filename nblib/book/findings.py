@@ -626,6 +626,8 @@ def n_axis_findings(ld: pd.DataFrame, protocols: pd.DataFrame) -> str:
     than the spread."""
     spread = longppl_seed_spread(protocols)
     pairs = n_axis_pairs(ld, spread["max"])
+    if pairs.empty:
+        return "No two adjacent scales share a (Ds, Dl) point at this budget, so LongPPL's N axis is not judged."
     lines = [f"{r['pair']}: lower at {r['lower']} of {r['points']} matched (Ds, Dl) points, higher at {r['higher']}"
              + (f" (**{r['higher beyond the spread']} beyond the spread**, largest rise {r['largest rise (nats)']:.3f} "
                 "nats)" if r["higher beyond the spread"] else
@@ -648,7 +650,10 @@ def title_claim_findings(traj: pd.DataFrame, scale: str, start_dl: float = 30, u
     the trajectory table (dl, protocol, longppl): Last4 LongPPL at `start_dl` and at the last
     point, its Spearman ρ against Dl (Dl >= 10), and whether the claim holds at the book's
     target (`targets.S5_RHO`)."""
-    g = traj[(traj.protocol == "Last4") & (traj.dl >= 10)].sort_values("dl")
+    g = traj[traj.protocol == "Last4"].sort_values("dl")
+    g = g[g.dl >= 10] if (g.dl >= 10).sum() >= 3 else g  # a short budget's trajectory: every point
+    if len(g) < 3:
+        return f"**The title claim at this budget** is not judged: {scale}'s trajectory has {len(g)} Last4 points."
     rho = float(spearmanr(g.dl, g.longppl).statistic)
     first = g[g.dl == start_dl] if (g.dl == start_dl).any() else g.iloc[:1]
     a, b = float(first.longppl.iloc[0]), float(g.longppl.iloc[-1])
@@ -657,7 +662,7 @@ def title_claim_findings(traj: pd.DataFrame, scale: str, start_dl: float = 30, u
     holds = rho <= T.S5_RHO and b < a
     return (f"**The title claim at this budget.** {scale}'s Constant-Last4 LongPPL {moves} from {a:.2f} at Dl = "
             f"{first.dl.iloc[0]:g} {unit} to {b:.2f} at Dl = {g.dl.iloc[-1]:g} {unit} (Spearman ρ against Dl over "
-            f"Dl ≥ 10: {rho:+.3f}; lowest {best.longppl:.2f} at Dl = {best.dl:g}). "
+            f"Dl ≥ {g.dl.iloc[0]:g}: {rho:+.3f}; lowest {best.longppl:.2f} at Dl = {best.dl:g}). "
             + (f"It keeps improving to the end of the trajectory, as the paper's title says (the book's target ρ ≤ "
                f"{T.S5_RHO:g}): **the title claim holds here**." if holds else
                f"That misses the book's target ρ ≤ {T.S5_RHO:g}: **the title claim does not hold here**."))

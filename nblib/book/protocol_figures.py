@@ -8,7 +8,7 @@ import numpy as np
 import seaborn as sns
 
 from nblib.book.budget_file import load_budget_file
-from nblib.book.figures import parity, token_ticks
+from nblib.book.figures import legend_outside, parity, token_ticks
 from nblib.budgets import get_budget
 from nblib.lccp import merge, scaling
 from nblib.probes.results import RESULTS
@@ -28,17 +28,41 @@ def weight_profiles_figure(k: int = 25):
     return fig
 
 
+# Fig. 4a's rules by family: one marker per family, one colour per member (Raw alone)
+_RULE_STYLE = {"Raw": ("X", "k"), "Last": ("o", None), "1-Sqrt": ("P", "tab:olive"), "EMA": ("^", None),
+               "DARE": ("D", None), "TIES": ("s", None)}
+_FAMILY_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+
+
+def _rule_styles(rules) -> dict:
+    """{rule: (marker, colour)} for Fig. 4a: the family (LastM, EMA, DARE, TIES) picks the
+    marker, the member within it the colour, so that every rule has its own legend entry."""
+    out, seen = {}, {}
+    for rule in rules:
+        family = next((f for f in _RULE_STYLE if rule.startswith(f)), None)
+        marker, color = _RULE_STYLE.get(family, ("v", None))
+        if color is None:
+            k = seen[family] = seen.get(family, -1) + 1
+            color = _FAMILY_COLORS[k % len(_FAMILY_COLORS)]
+        out[rule] = (marker, color)
+    return out
+
+
 def observation_rules_figure(rules, ld_ref, where: str):
     """Fig. 4a: LongPPL against ShortPPL of every App. B rule on one trajectory's pool
-    (`experiments.observation_rules`), and of the budget-matched Linear-Decay run `ld_ref`
-    (a star); `where` names the configuration in the title."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for _, r in rules.iterrows():
-        ax.scatter(r.shortppl, r.longppl, s=30)
-        ax.annotate(r.rule, (r.shortppl, r.longppl), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.scatter(ld_ref.shortppl, ld_ref.longppl, marker="*", s=200, c="k", label="Linear-Decay")
-    ax.set(xlabel="ShortPPL", ylabel="LongPPL", title=f"Fig. 4a: observation rules ({where})")
-    ax.legend()
+    (`experiments.observation_rules`: columns rule, shortppl, longppl), and of the
+    budget-matched Linear-Decay run `ld_ref` (a star); `where` names the configuration in the
+    title. The rules are told apart by marker (family) and colour (member) in a legend beside
+    the axes: rules that land on the same point (Raw and EMA 0.1 often do) stay readable."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for rule, (marker, color) in _rule_styles(list(rules.rule)).items():
+        r = rules[rules.rule == rule].iloc[0]
+        ax.scatter(r.shortppl, r.longppl, s=45, marker=marker, c=color, alpha=0.8, edgecolors="white", linewidths=0.5,
+                   label=f"{rule} ({r.longppl:.2f})", zorder=3 if rule == "Raw" else 2)  # Raw on top
+    ax.scatter(ld_ref.shortppl, ld_ref.longppl, marker="*", s=220, c="k", label=f"Linear-Decay ({ld_ref.longppl:.2f})")
+    ax.set(xlabel="ShortPPL (perplexity on the short key tokens)", ylabel="LongPPL (perplexity on the long key tokens)",
+           title=f"Fig. 4a: observation rules ({where})")
+    legend_outside(ax, title="rule (LongPPL)", ncol=1 if len(rules) < 12 else 2)
     return fig
 
 
@@ -52,19 +76,25 @@ def last4_gain_figure(gain):
     return fig
 
 
+METRIC_WORDS = {"shortppl": "ShortPPL", "longppl": "LongPPL"}
+
+
 def protocols_figure(s4, ccc):
     """Fig. 4b: Constant-Raw and Constant-Last4 against Linear-Decay at every S4 configuration
-    (`experiments.protocols_at_scale`), ShortPPL and LongPPL, with Lin's CCC (`ccc`) in the legend."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    (`experiments.protocols_at_scale`), ShortPPL and LongPPL, with Lin's CCC (`ccc`) in the
+    legend under each panel."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5))
     for ax, metric in zip(axes, ("shortppl", "longppl")):
+        word = METRIC_WORDS[metric]
         for rule, color in (("raw", "tab:orange"), ("last4", "tab:blue")):
             g = s4[s4.rule == rule]
             c = ccc[(ccc.metric == metric) & (ccc.rule == rule)].CCC.iloc[0]
             ax.scatter(g[f"{metric}_ld"], g[metric], s=18, c=color, label=f"Constant-{rule.title()} (CCC {c:.3f})")
         lo, hi = s4[[metric, f"{metric}_ld"]].min().min(), s4[[metric, f"{metric}_ld"]].max().max()
-        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        ax.set(xlabel=f"Linear-Decay {metric}", ylabel=f"Constant {metric}", title=metric)
-        ax.legend(fontsize=8)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="$y = x$ (same as Linear-Decay)")
+        ax.set(xlabel=f"Linear-Decay {word} (perplexity)", ylabel=f"Constant {word} (perplexity)",
+               title=f"{word}: Constant against Linear-Decay")
+        legend_outside(ax, "below", ncol=1)
     fig.suptitle(f"Fig. 4b: protocols across the {s4.groupby(['ds_mult', 'dl_mult']).ngroups} S4 configurations")
     return fig
 
@@ -73,15 +103,17 @@ def cl4_fit_figure(res_a, res_b, split_a, fit_scales, scale: str, fitted_dl_max:
     """Fig. 5: Eq. 1 fitted to Constant-Last4 data. Left: the held-out scale's parity (`res_a`,
     fitted on `split_a`); middle: its absolute percent error by (Ds, Dl), each axis labelled at
     the grid's budgets; right: the long trajectory's Last4 points against the fit on
-    `fit_scales` (`res_b`), past the largest fitted Dl (dotted)."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    `fit_scales` (`res_b`), past the largest fitted Dl (dotted), its Dl axis labelled in
+    tokens (`token_ticks`). Legends sit under the panels."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
     p = res_a.predictions
     parity(axes[0], p.log_longppl, p.pred_log_longppl, size=20,
            title=f"{'-'.join(split_a[0][::len(split_a[0]) - 1])} → {split_a[1][0]}: R²={res_a.r2:.3f}, "
                  f"MAPE={res_a.mape:.2f}%")
+    axes[0].set_ylabel("predicted log(LongPPL)")
     ape = scaling.ape_log(p.log_longppl, p.pred_log_longppl)
     sc = axes[1].scatter(p.Ds, p.Dl, c=ape, cmap="magma_r", s=60)
-    plt.colorbar(sc, ax=axes[1], label="APE (%)")
+    plt.colorbar(sc, ax=axes[1], label="absolute % error of log(LongPPL)")
     axes[1].set(xscale="log", yscale="log", xlabel="$D_s$ (tokens)", ylabel="$D_l$ (tokens)",
                 title=f"{split_a[1][0]}: error by budget")
     token_ticks(axes[1], "x", p.Ds.unique())
@@ -92,8 +124,42 @@ def cl4_fit_figure(res_a, res_b, split_a, fit_scales, scale: str, fitted_dl_max:
     axes[2].axvline(fitted_dl_max, ls=":", c="0.5", label="largest fitted $D_l$")
     axes[2].set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)",
                 title=f"{scale} trajectory: R²={res_b.r2:.3f}, MAPE={res_b.mape:.2f}%")
-    axes[2].legend(fontsize=8)
+    token_ticks(axes[2], "x", [*q.Dl, fitted_dl_max])
+    legend_outside(axes[2], "below", ncol=1)
     fig.suptitle("Fig. 5: Eq. 1 under Constant-Last4")
+    return fig
+
+
+def prefix_fits_figure(dl, log_longppl, fits: dict, scale: str, unit: str = "N"):
+    """Fig. 6: a trajectory's Last4 log(LongPPL) against Dl (`dl` in tokens) and Eq. 2 fitted
+    on each prefix (`fits`: {prefix in `unit`: a fit with .predict(Dl=...)}, as
+    `scaling.prefix_forecast` returns), each drawn over the whole trajectory; Dl labelled in
+    tokens (`token_ticks`), the legend beside the axes."""
+    dl, y = np.asarray(dl, float), np.asarray(log_longppl, float)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(dl, y, "ko", ms=4, label="measured (Last4)")
+    grid_dl = np.geomspace(dl.min(), dl.max(), 100)
+    for pm, f in fits.items():
+        ax.plot(grid_dl, f.predict(Dl=grid_dl), label=f"fit up to {pm:g} {unit}")
+    ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="log(LongPPL)",
+           title=f"Fig. 6: prefix fits of Eq. 2 ({scale})")
+    token_ticks(ax, "x", dl)
+    legend_outside(ax)
+    return fig
+
+
+def elasticity_ratio_figure(d_meas, r_meas, d_ext, r_ext):
+    """Fig. 17 (App. D.1): R(Dl) = e_Long / e_Short along the trajectory (`d_meas` in tokens,
+    solid) and its fits extended past it (`d_ext`, dashed), R = 1 grey; Dl labelled in tokens
+    (`token_ticks`), the legend under the axes."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax.plot(d_meas, r_meas, "o-", ms=4, c="tab:purple", label="R over the measured range")
+    ax.plot(d_ext, r_ext, "--", c="tab:purple", label="fits extended to 2x the trajectory")
+    ax.axhline(1, c="0.6", lw=0.8, label="R = 1: both improve alike")
+    ax.set(xscale="log", xlabel="$D_l$ (tokens)", ylabel="$R(D_l) = e_{Long} / e_{Short}$ (ratio)",
+           title="Fig. 17: elasticity ratio along the trajectory")
+    token_ticks(ax, "x", [*np.asarray(d_meas, float), *np.asarray(d_ext, float)])
+    legend_outside(ax, "below", ncol=2)
     return fig
 
 

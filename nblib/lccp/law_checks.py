@@ -125,6 +125,10 @@ def law_conditions(r2: pd.DataFrame, table11: pd.DataFrame | None, ld: pd.DataFr
     else:
         spread = longppl_seed_spread(protocols)["max"]
         pairs = n_axis_pairs(ld, spread)
+        if pairs.empty:
+            out.append({"condition": "LongPPL falls with N", "passed": None,
+                        "words": "no two adjacent scales share a (Ds, Dl) point"})
+            return out
         bad = pairs[(pairs.lower * 2 <= pairs.points) | (pairs["higher beyond the spread"] > 0)]
         rises = "; ".join(f"{r['pair'].split(' → ')[1]} above {r['pair'].split(' → ')[0]} at {r['higher']} of "
                           f"{r['points']} (up to {r['largest rise (nats)']:+.3f} nats)"
