@@ -26,6 +26,10 @@ May import nblib.store, nblib.models, nblib.data and nblib.cli; none of those im
 Next: `AutoModelForCausalLM.from_pretrained(OUT_DIR)` and `AutoTokenizer.from_pretrained(OUT_DIR)`
 load it, and tools that read Hugging Face folders take it as is, e.g.
 `lm_eval --model hf --model_args pretrained=OUT_DIR` or `vllm serve OUT_DIR`.
+`load_exported(OUT_DIR)` reads an exported Gemma 3 folder back as an nblib model: the layer
+layout from `layer_types` (Model B's "blog" pattern, global layers 0, 4, 8, or Hugging Face's
+"hf" one, 3, 7, 11: `nblib.models.gemma3.layer_pattern_of`), the RoPE bases and any
+stretch from `rope_parameters`.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ from nblib.cli import run_cli
 from nblib.data import get_tokenizer
 from nblib.data.tokenizers import ByteTokenizer
 from nblib.models import build_model
-from nblib.models.hf_twin import HF_ARCHITECTURES, check_hf_mappable, transformers_twin
+from nblib.models.gemma3 import layer_pattern_of
+from nblib.models.hf_twin import GEMMA3_NAMES, HF_ARCHITECTURES, check_hf_mappable, transformers_twin
 from nblib.store.atomic import atomic_write_json, file_mode
 from nblib.store.checkpoint import (CKPT_DIR, CheckpointInfo, checkpoint_of, file_sha256, load_weights,
                                     step_dirname, verify_checkpoint, weights_sha256)
@@ -271,6 +276,72 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike, step: int | N
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+# ---------------------------------------------------------------------------------------- reading back
+
+def _rope_scaling_of(rp: dict) -> dict | None:
+    """nblib rope_scaling of one transformers `rope_parameters` entry (None: plain RoPE)."""
+    kind = rp.get("rope_type", "default")
+    if kind == "default":
+        return None
+    if kind == "linear":
+        return {"type": "linear", "factor": float(rp["factor"])}
+    if kind == "yarn":
+        return {"type": "yarn", "factor": float(rp["factor"]),
+                "original_max_seq_len": int(rp["original_max_position_embeddings"]),
+                "beta_fast": float(rp.get("beta_fast", 32)), "beta_slow": float(rp.get("beta_slow", 1))}
+    raise ValueError(f"rope_type {kind!r} has no nblib counterpart; allowed: default, linear, yarn")
+
+
+def gemma3_config_of(hf: dict) -> dict:
+    """nblib Gemma3Config fields of a Gemma3ForCausalLM config.json (as `export` writes it):
+    the layer layout from `layer_types` (`layer_pattern_of`), the RoPE bases and stretch from
+    `rope_parameters` (a stretch on both layer types is `rope_scaling_layers="all"`, on the
+    full-attention layers only "global"). ValueError for a layout or RoPE nblib cannot build."""
+    windows = [None if t == "full_attention" else int(hf["sliding_window"]) for t in hf["layer_types"]]
+    every, pattern = layer_pattern_of(windows)
+    rp = hf["rope_parameters"]
+    local, glob = rp["sliding_attention"], rp["full_attention"]
+    s_local, s_global = _rope_scaling_of(local), _rope_scaling_of(glob)
+    if s_local is not None and s_local != s_global:
+        raise ValueError(f"sliding layers stretched as {s_local} and full ones as {s_global}; nblib stretches every "
+                         "layer alike or the global layers only")
+    return {"vocab_size": int(hf["vocab_size"]), "d_model": int(hf["hidden_size"]),
+            "n_layers": int(hf["num_hidden_layers"]), "n_heads": int(hf["num_attention_heads"]),
+            "n_kv_heads": int(hf["num_key_value_heads"]), "head_dim": int(hf["head_dim"]),
+            "d_ff": int(hf["intermediate_size"]), "max_seq_len": int(hf["max_position_embeddings"]),
+            "window": int(hf["sliding_window"]), "global_every": every, "layer_pattern": pattern,
+            "rope_local_base": float(local["rope_theta"]), "rope_global_base": float(glob["rope_theta"]),
+            "norm_eps": float(hf["rms_norm_eps"]), "rope_scaling": s_global,
+            "rope_scaling_layers": "all" if s_local is not None or s_global is None else "global"}
+
+
+def load_exported(folder: str | os.PathLike):
+    """The nblib model of an exported Gemma3ForCausalLM folder (`export`), eval mode: its
+    config from config.json (`gemma3_config_of`) and its weights from model.safetensors under
+    nblib's names (the tied lm_head dropped). Round trip: export then load_exported gives the
+    run's model, whichever layer pattern it has."""
+    from safetensors.torch import load_file  # noqa: PLC0415
+
+    folder = Path(folder)
+    hf = json.loads((folder / "config.json").read_text())
+    arch = (hf.get("architectures") or [None])[0]
+    if arch != HF_ARCHITECTURES["gemma3"]:
+        raise ValueError(f"{str(folder)!r} holds {arch!r}; load_exported reads {HF_ARCHITECTURES['gemma3']} folders")
+    model = build_model("gemma3", gemma3_config_of(hf))
+    sd = load_file(str(folder / "model.safetensors"))
+    back = [(b, a) for a, b in GEMMA3_NAMES]
+    state = {}
+    for k, v in sd.items():
+        if k == "lm_head.weight":
+            continue
+        name = "norm.weight" if k == "model.norm.weight" else k
+        for a, b in back:
+            name = name.replace(a, b)
+        state[name] = v.float() if v.is_floating_point() else v
+    model.load_state_dict(state, strict=True)
+    return model.eval()
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@
 #   a GELU MLP; 124,439,808 parameters.
 # - **Model B** is Gemma 3-style: RoPE, grouped-query attention (12 query heads over 3
 #   key/value heads), QK-norm, sandwich RMSNorm, a GeGLU MLP and a 512-token sliding window
-#   in three layers of four; 112,990,464 parameters.
+#   in three layers of four, the global layers being 0, 4 and 8; 112,990,464 parameters.
 #
 # The two tied on loss and on every benchmark; Model B trained 4% slower in practice. Its
 # recipe targets inference (chapter 7) and longer contexts (chapters 8-9). This chapter
@@ -47,6 +47,7 @@ from nblib.data import get_corpus, get_tokenizer
 from nblib.gemma import pair, training_length
 from nblib.gemma.pair import MODELS
 from nblib.metrics.probes import copy_gain_table, position_loss_table
+from nblib.models.gemma3 import global_layers
 
 ch = Chapter("06_models_ab", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 budget = ch.budget.name  # a budget file's base, when one is given
@@ -60,10 +61,23 @@ L = spec.seq_len
 # (`nblib.budgets.ModelPairSpec`): the same width, depth and heads for A and B, heads of
 # width/heads, GQA 4:1, Model B's MLP 8/3 of the width, one global layer in four and a window
 # of half the training context $L$.
+#
+# **Where Model B's global layers sit.** The blog numbers layers from 0 and places its
+# three global layers at 0, 4 and 8: it names "global layer 8" (its most far-sighted
+# layer), "layer 6, a local layer" (home of its strongest induction head) and "Layer 0, head
+# 6" (a sharply local head in a global layer). Twelve layers with one global in four give
+# exactly those numbers only when the global layer opens each group of four, G L L L
+# (`Gemma3Config.layer_pattern="blog"`). Hugging Face's Gemma 3 closes each group instead, L
+# L L G (global layers 3, 7 and 11, where layer 8 would be local); the book keeps that rule as
+# the option `layer_pattern="hf"` and follows the blog's, so the layer numbers chapters 8-10
+# quote mean what the blog's mean. The toy pair has eight layers (Model B: G L L L G L L L),
+# so a global layer comes after local ones there too.
 
 # %%
 shapes = pd.DataFrame({"Model A (GPT-2)": pd.Series(spec.model_a), "Model B (Gemma 3-style)": pd.Series(spec.model_b)})
 shapes.loc["training context L"] = spec.seq_len
+shapes.loc["global layers (from 0)"] = ["all", ", ".join(map(str, global_layers(
+    spec.model_b["n_layers"], spec.model_b.get("global_every", 4), spec.model_b.get("layer_pattern", "blog"))))]
 shapes.fillna("-")
 
 # %% [markdown]

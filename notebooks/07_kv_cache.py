@@ -27,9 +27,12 @@
 # with $n_{kv}$ key/value heads of size $h$, $b$ bytes per number and $T_\ell$ positions kept
 # by layer $\ell$: all of them in a global layer, at most $W - 1$ in a local one. Model B
 # (GQA 4:1, windows of 512 in nine of its twelve layers) keeps a 6.4x smaller cache than
-# Model A: 11.8 MB against 75.5 MB at 1024 tokens in fp32. At a 7B-class model's scale the
-# same layout shrinks a 32k-token cache about 19x, and sliding windows also stop the
-# per-token compute from growing with the context.
+# Model A: 11.8 MB against 75.5 MB at 1024 tokens in fp32. At a 7B-class model's scale,
+# Gemma 3's own layout (1,024-token windows, five local layers to one global) shrinks a
+# 32k-token cache about 19x; that is Gemma 3's layout, not Model B's (or the toy's) one global
+# layer in four with a window of L/2. Sliding windows also stop the per-token compute from
+# growing with the context, but only in the local layers: the global layers' attention cost
+# still grows with every token.
 #
 # ```{note}
 # The sizes and FLOPs below are computed here from the models' real shapes and cache

@@ -185,9 +185,54 @@ ch.save_figure(fig, "fig_yarn_ppl", runs=[runs["A"], runs["B"], ft])
 # files.
 
 # %%
-intervals = X.extension_intervals(nll, L)
-ch.save_table(intervals, "yarn_intervals", runs=[runs["B"], ft])
+intervals = X.extension_intervals(nll, L)  # saved with the rows below as yarn_intervals
 intervals.round(3)
+
+# %% [markdown]
+# ## Zero-shot, two ways: YaRN on every layer, or linear interpolation on the global layers
+#
+# The blog applies YaRN to every layer, as the YaRN paper, Rnj-1.5 and gpt-oss do, and notes
+# that Gemma 3 does otherwise: it stretches only its global layers, with linear position
+# interpolation (every band's frequency divided by $s$, no attention temperature). The local
+# layers never look past $W$ at any context, so only the global layers meet a distance they
+# were not trained on. Both ways are read here on the same pages, with no training. Chapter
+# 9's all-global control (below) is read on the same pages too, with plain RoPE and with
+# zero-shot YaRN, as a control row: a model whose every layer meets the new distances.
+
+# %%
+g_run = get_or_run(ch.store, pair.all_global_config(ch.budget, seed))  # chapter 6 trained it
+G = g_run.load_model()
+pi_model = X.with_scaling(B, X.linear_scaling(ch.budget), layers="global")
+nll_more = X.page_nlls({X.LINEAR_GLOBAL: pi_model, f"{X.CONTROL_PREFIX}plain RoPE": G,
+                        f"{X.CONTROL_PREFIX}zero-shot YaRN": X.with_yarn(G, X.yarn_scaling(ch.budget))}, docs)
+zero_shot = X.zero_shot_table({k: nll[k] for k in ("plain RoPE", "zero-shot YaRN")} | nll_more, L).rename(index={
+    "zero-shot YaRN": "zero-shot YaRN, every layer"})
+ch.save_table(zero_shot, "zero_shot_extension", runs=[runs["B"], g_run])
+zero_shot.round(3)
+
+# %% [markdown]
+# ## The fine-tune against more training
+#
+# The fine-tune is also 60 more steps of training (at toy) on the openings of long files, so
+# part of what it gains may be neither YaRN nor the longer context. Its control continues
+# plain Model B the same way (weights and optimizer state, the same learning rate, steps and
+# tokens per step) with plain RoPE on sequences of $L$ tokens, the starts of training files of
+# at least $L$ tokens (the fine-tune reads the starts of files of at least $sL$). Inside $L$
+# (the first $L/4$ and the first $L$ tokens) the fine-tune and its control differ only in the
+# extension and in which file openings they trained on; past $L$ the control is plain RoPE.
+
+# %%
+cont = X.continued_run(ch.store, ch.budget, runs["B"])
+nll_cont = X.page_nlls({X.CONTINUED: cont.load_model()}, docs)
+all_nll = nll | nll_more | nll_cont
+iv_rows = [X.extension_intervals(all_nll, L, comparisons=c) for c in
+           (X.COMPARISONS, X.ZERO_SHOT_COMPARISONS, X.CONTROL_COMPARISONS, X.FINETUNE_COMPARISONS)]
+all_intervals = pd.concat(iv_rows, ignore_index=True)
+ch.save_table(all_intervals, "yarn_intervals", runs=[runs["B"], ft, g_run, cont])
+all_intervals.iloc[len(intervals):].round(3)
+
+# %%
+ch.markdown(blog_findings.extension_control_findings(zero_shot, all_intervals, L, sL))
 
 # %% [markdown]
 # ## Where plain RoPE breaks: an all-global control
@@ -203,7 +248,6 @@ intervals.round(3)
 # pages, in nats per token, so the rise and what each step recovers of it add up.
 
 # %%
-g_run = get_or_run(ch.store, pair.all_global_config(ch.budget, seed))
 g_ft = X.finetune_run(ch.store, ch.budget, g_run)
 docs8 = X.long_docs_at(ch.budget, 2 * sL)
 cf = spec.control_fraction
@@ -257,7 +301,7 @@ ch.markdown(blog_findings.rope_breakdown_findings(breakdown, breakdown_iv, s))
 # ## Does the breakdown grow with training length?
 #
 # The blog's Model B saw about 79 tokens per parameter before it broke 1.83x at $4L$; the
-# toy's pair sees 4.7. Model B's shorter budgets (chapter 6's decay branches) and the
+# toy's pair sees 6.2. Model B's shorter budgets (chapter 6's decay branches) and the
 # control's own (decay branches of the control's run) are read on the same pages of $2sL$
 # tokens: plain RoPE's page perplexity at $sL$ and $2sL$ against $L$, with a paired bootstrap
 # interval on the rise. A line in $\ln(D/N)$ through the control's points at $sL$ says where

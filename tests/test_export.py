@@ -279,3 +279,60 @@ def test_the_command_line(runs, tmp_path):
                        capture_output=True, text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
     assert_user_error(p.returncode, p.stderr, "not empty")
     assert "AutoModelForCausalLM" in E.__doc__ and "lm_eval" in E.__doc__ and "vllm" in E.__doc__
+
+
+# ------------------------------------------------------------------------------ (g) Model B's layer layout
+
+GEMMA3_B = {"family": "gemma3", "vocab_size": 257, "d_model": 16, "n_layers": 8, "n_heads": 4, "n_kv_heads": 1,
+            "head_dim": 4, "d_ff": 32, "max_seq_len": 64, "window": 8}
+PATTERNS = {"blog": ({**GEMMA3_B, "layer_pattern": "blog"}, [0, 4]),  # the Gemma blog's G L L L (layers 0, 4, 8 of 12)
+            "hf": ({**GEMMA3_B, "layer_pattern": "hf"}, [3, 7]),  # transformers' L L L G
+            "blog, linear PI on the global layers": ({**GEMMA3_B, "layer_pattern": "blog",
+                                                      "rope_scaling": {"type": "linear", "factor": 4.0},
+                                                      "rope_scaling_layers": "global"}, [0, 4])}
+
+
+@pytest.fixture(scope="module")
+def pattern_exports(tmp_path_factory):
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    store = RunStore(tmp_path_factory.mktemp("patterns"))
+    root = tmp_path_factory.mktemp("hf_patterns")
+    out = {}
+    for name, (model, _) in PATTERNS.items():
+        run = get_or_run(store, config(model, BYTE, steps=3), progress=False)
+        folder = root / name.replace(" ", "_").replace(",", "")
+        E.export(run.path, folder)
+        out[name] = (run, folder)
+    yield out
+    torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_either_layer_pattern_round_trips_through_the_export(pattern_exports, name):
+    run, folder = pattern_exports[name]
+    want = PATTERNS[name][1]
+    cfg = json.loads((folder / "config.json").read_text())
+    assert [i for i, t in enumerate(cfg["layer_types"]) if t == "full_attention"] == want
+    model = run.load_model()
+    assert model.config.global_layers == want
+    back = E.load_exported(folder)  # nblib reads its own export back
+    assert back.layer_windows == model.layer_windows and back.config.layer_pattern == model.config.layer_pattern
+    assert back.config.rope_scaling == model.config.rope_scaling
+    assert back.config.rope_scaling_layers == model.config.rope_scaling_layers
+    idx = sample_ids(run)
+    with torch.no_grad():
+        assert torch.equal(back(idx)[0], model(idx)[0])
+    assert max_logit_diff(model, folder, idx) <= 1e-5  # and transformers reads the same layout
+    # the layout has teeth: the other pattern, same weights, gives other logits past the window
+    other = "hf" if model.config.layer_pattern == "blog" else "blog"
+    swapped = E.build_model("gemma3", {**{k: v for k, v in run.config.model.items() if k != "family"},
+                                       "layer_pattern": other})
+    swapped.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(swapped.eval()(idx)[0], model(idx)[0], atol=1e-4)
+
+
+def test_load_exported_refuses_other_architectures(exported):
+    with pytest.raises(ValueError, match="Gemma3ForCausalLM"):
+        E.load_exported(exported / "gpt2")

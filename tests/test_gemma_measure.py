@@ -133,10 +133,11 @@ def test_picked_bands_add_up_to_the_direct_score_and_a_planted_error_shows():
     model = model_of("gemma3", seed=1)
     bands = P.rope_bands(model.head_dim, model.config.rope_global_base, 48)
     text = tokens(3, 48, seed=2)
-    picks = {"global": pd.Series({"layer": 3, "head": 1}), "local": pd.Series({"layer": 0, "head": 2})}
+    g, loc = model.config.global_layers[0], model.layer_windows.index(model.config.window)  # layers 0 and 1
+    picks = {"global": pd.Series({"layer": g, "head": 1}), "local": pd.Series({"layer": loc, "head": 2})}
     decomp = P.picked_band_scores(model, text, picks, bands)
     assert list(decomp) == ["global", "local"]
-    assert decomp["global"].delta.max() == 47 and decomp["local"].delta.max() == model.layer_windows[0] - 1
+    assert decomp["global"].delta.max() == 47 and decomp["local"].delta.max() == model.layer_windows[loc] - 1
     errors = P.band_sum_errors(model, text, picks, decomp)
     assert max(errors.values()) < 1e-6  # the blog's appendix: the bands sum to the score (cos, sin in fp32)
     planted = {k: d.copy() for k, d in decomp.items()}

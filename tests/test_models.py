@@ -193,7 +193,9 @@ def test_models_accept_yarn_scaling():
         cache = model.init_kv_cache(1, 30)
         torch.testing.assert_close(model.prefill(idx, cache), model(idx)[0], atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="rope_scaling"):
-        small("llama", rope_scaling={"type": "linear", "factor": 2})
+        small("llama", rope_scaling={"type": "dynamic", "factor": 2})
+    with pytest.raises(ValueError, match="rope_scaling keys"):
+        small("llama", rope_scaling={"type": "linear", "factor": 2, "beta_fast": 32})
     with pytest.raises(ValueError, match="scale factor"):
         small("llama", rope_scaling={"type": "yarn", "factor": 0.5, "original_max_seq_len": 16})
 
@@ -458,7 +460,8 @@ def test_gemma3_113m_parameter_count():
     closed = c.vocab_size * c.d_model + c.n_layers * per_layer + c.d_model
     assert model.n_params(non_embedding=False) == closed == 112_990_464  # "113M" (Gemma blog)
     assert model.n_params() == closed - c.vocab_size * c.d_model == 74_356_992
-    assert model.layer_windows.count(None) == 3 and model.layer_windows[:4] == [512, 512, 512, None]
+    # the blog's layout: global layers 0, 4 and 8 ("global layer 8", "layer 6, a local layer")
+    assert model.layer_windows.count(None) == 3 and model.layer_windows[:4] == [None, 512, 512, 512]
 
 
 @pytest.mark.parametrize("tied", [False, True])

@@ -150,3 +150,39 @@ def test_token_ratio_inverts_a_known_loss_curve():
     assert r.iloc[:3].to_numpy() == pytest.approx([1.5, 1.5, 1.5]) and np.isnan(r.iloc[3])  # last: past A's range
     with pytest.raises(ValueError, match="must fall"):
         training_length.token_ratio(table.assign(**{"loss A": loss_a[::-1]}))
+
+
+def test_every_ladder_loss_is_its_own_runs_final_weights(tmp_path):
+    """Issue 65's check of the toy table, where Model B at half the tokens (2.7379395869) sat
+    7e-8 from Model A's final loss (2.7379395161): each (model, fraction) of the ladder is a
+    distinct run of its own family and length, its loss is that run's own final checkpoint
+    (loaded here from the file, apart from the ladder's code and cache), no two runs share a
+    loss, and the table's columns are A's and B's. A branch reading another run's checkpoint,
+    a hash collision or a swapped column fails here."""
+    from nblib.models import build_model
+
+    b = get_budget("smoke")
+    store = RunStore(tmp_path / "runs")
+    get_or_run_many(store, pair.part2_configs(b), workers=1, progress=False)
+    ladder = training_length.length_ladder(store, b)
+    windows = pair.eval_windows(b)
+    per_window = training_length.ladder_losses(ladder, windows)
+    assert sorted(ladder) == sorted([*b.pair.length_fractions, 1.0])
+    runs = [(f, k, r) for f, rs in ladder.items() for k, r in rs.items()]
+    assert len({r.hash for _, _, r in runs}) == len(runs) == 2 * (len(b.pair.length_fractions) + 1)
+    total = pair.pair_configs(b)["A"].total_steps
+    for f, k, r in runs:
+        assert r.config.model["family"] == pair.MODELS[k][0]
+        assert r.config.total_steps == (total if f == 1.0 else pair.branch_steps(total, r.config.schedule, f)[0])
+        assert r.path.name == r.hash and r.checkpoint().path.is_relative_to(r.path)
+        cfg = dict(r.config.model)
+        model = build_model(cfg.pop("family"), cfg)
+        model.load_state_dict(load_weights(r.checkpoint()))
+        np.testing.assert_array_equal(per_window[f][k], pair.heldout_loss(model.eval(), windows))
+    means = {(f, k): per_window[f][k].mean() for f, k, _ in runs}
+    for (x, mx), (y, my) in [(p, q) for p in means.items() for q in means.items() if p[0] < q[0]]:
+        assert abs(mx - my) > 1e-6, (x, y, mx, my)
+    table = training_length.gap_table(ladder, per_window, n_params=1000, n_boot=200)
+    for f, row in table.set_index("fraction").iterrows():
+        assert row["loss A"] == per_window[f]["A"].mean() and row["loss B"] == per_window[f]["B"].mean()
+        assert row["B - A"] == pytest.approx(row["loss B"] - row["loss A"])

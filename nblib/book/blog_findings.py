@@ -153,7 +153,8 @@ def position_findings(counts: pd.DataFrame, slow: pd.DataFrame, slow_untrained: 
         f"a turn (blog: 6 / 12 / 14, 18 of 32). This budget's Model B ({here.name}) has {here['fast']} / "
         f"{here['middle']} / {here['slow']}: its context is shorter, so more of its bands never turn.",
         f"Slow-band weight of the trained Model B's {len(w)} heads: median {w.median():.0%} against an even "
-        f"spread of {even:.0%} (blog: {bw['median']:.0%} against {bw['even']:.0%}); range {w.min():.0%}-"
+        f"spread of {even:.0%} ({here['slow']} slow of {here['bands']} bands at this budget) (blog: "
+        f"{bw['median']:.0%} against {bw['even']:.0%}, 14 of 32 bands); range {w.min():.0%}-"
         f"{w.max():.0%} (blog: {bw['min']:.0%}-{bw['max']:.0%}); {(w > 0.75).sum()} heads above 75% (blog: "
         f"{bw['above_75pct']} of 144). The untrained control's median is {w0.median():.0%} (range "
         f"{w0.min():.0%}-{w0.max():.0%}), so " + (
@@ -291,8 +292,8 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
                                                  if rise > 0.05 else
                                                  "Plain RoPE does NOT break down here: later positions of these files "
                                                  "are easier, and the model reads past L without collapsing. Three of "
-                                                 "its four layers are local and never see a distance past W, and the "
-                                                 "global layer's heads weigh bands that do not complete a turn even at "
+                                                 "every four layers are local and never see a distance past W, and the "
+                                                 "global layers' heads weigh bands that do not complete a turn even at "
                                                  "sL (chapter 8); a probe with the RoPE base at 2,500 instead of 1e4 "
                                                  "did not break down either (chapter 6's probe table). The cost of the "
                                                  "far context shows only in the whole-page check below."),
@@ -316,6 +317,62 @@ def yarn_findings(ppl: pd.DataFrame, by_pos: pd.DataFrame, intervals: pd.DataFra
         "Passkey retrieval (the other unrun check), accuracy over all depths: "
         + "; ".join(f"{m} at {n} tokens {v:.0%}" for (m, n), v in pk.items() if "repeated prefix" not in m) + ".",
         _passkey_needs(pk),
+    ]
+    return bullets(lines)
+
+
+def extension_control_findings(zero_shot: pd.DataFrame, intervals: pd.DataFrame, L: int, sL: int) -> str:
+    """Chapter 9's controls of the extension: the two zero-shot ways (YaRN on every layer, the
+    blog's; linear interpolation on the global layers only, Gemma 3's), the all-global control
+    read on the same pages, and the YaRN fine-tune against plain Model B continued at L for the
+    same steps and tokens, inside L and past it (rows of `nblib.gemma.extension`'s comparisons)."""
+    iv = intervals.set_index("difference")
+
+    def ci(row, digits=2):
+        r = iv.loc[row]
+        return f"{r['a - b']:+.{digits}f} [{r['95% lo']:+.{digits}f}, {r['95% hi']:+.{digits}f}]"
+
+    def sign(row):
+        r = iv.loc[row]
+        return "above" if r["95% lo"] > 0 else "below" if r["95% hi"] < 0 else "within noise of"
+
+    zs = zero_shot["ppl, whole page"]
+    yarn, pi = "zero-shot YaRN, every layer", "zero-shot linear PI, global layers"
+    ctl_plain, ctl_yarn = "all-global control: plain RoPE", "all-global control: zero-shot YaRN"
+    cont = "plain continued"
+    lines = [
+        f"Zero-shot, two ways, on the whole {sL}-token page: YaRN on every layer (the blog's choice) "
+        f"{zs[yarn]:.2f}, linear interpolation on the global layers only (Gemma 3's) {zs[pi]:.2f}, plain RoPE "
+        f"{zs['plain RoPE']:.2f}. Plain minus linear PI {ci('plain RoPE - zero-shot linear PI (global layers), whole page')}; "
+        f"linear PI minus YaRN {ci('zero-shot linear PI (global layers) - zero-shot YaRN, whole page')}, so Gemma 3's "
+        f"way is {sign('zero-shot linear PI (global layers) - zero-shot YaRN, whole page').replace('above', 'worse than').replace('below', 'better than')} "
+        f"the blog's here. Inside L, linear PI minus plain RoPE "
+        f"{ci('zero-shot linear PI (global layers) - plain RoPE, first L (the short-context cost)')} (YaRN minus plain "
+        f"RoPE: {ci('zero-shot YaRN - plain RoPE, first L (the short-context cost)')}); its local layers keep plain "
+        "RoPE. The blog ran only YaRN.",
+        f"The all-global control on the same pages: plain RoPE {zs[ctl_plain]:.2f} "
+        f"({zero_shot.loc[ctl_plain, 'whole page / first L']:.2f}x its first L), zero-shot YaRN {zs[ctl_yarn]:.2f}; "
+        f"plain minus YaRN {ci('all-global control: plain RoPE - zero-shot YaRN, whole page')} against Model B's "
+        f"{ci('plain RoPE - zero-shot YaRN, whole page')}.",
+        f"The fine-tune against its control ({cont}: Model B continued at L = {L} with plain RoPE for the same steps "
+        f"and tokens), {cont} minus fine-tuned: whole page {ci(f'{cont} - fine-tuned, whole page')}, first L/4 "
+        f"{ci(f'{cont} - fine-tuned, first L/4')}, first L {ci(f'{cont} - fine-tuned, first L')}, past L "
+        f"{ci(f'{cont} - fine-tuned, past L')}. Against zero-shot YaRN: first L/4 "
+        f"{ci('zero-shot YaRN - fine-tuned, first L/4')}, first L {ci('zero-shot YaRN - fine-tuned, first L')}, past L "
+        f"{ci('zero-shot YaRN - fine-tuned, past L')}. More training alone ({cont} minus plain RoPE, first L): "
+        f"{ci(f'{cont} - plain RoPE, first L (more training alone)')}.",
+        "Inside L the fine-tune is " + {
+            "above": "better than its control, so part of its short-range gain comes with the extension's training "
+                     "on long openings, not from more steps alone.",
+            "below": "worse than its control: the same steps of plain training do more for short contexts than the "
+                     "YaRN fine-tune.",
+            "within noise of": "within noise of its control: its gain inside L is what the same steps of plain "
+                               "training give, not the extension."}[sign(f"{cont} - fine-tuned, first L")]
+        + " Past L it is " + {
+            "above": "better than its control, which is plain RoPE there: the extension's gain.",
+            "below": "worse than its control past L.",
+            "within noise of": "within noise of its control past L: the extension adds nothing measurable there."}[
+            sign(f"{cont} - fine-tuned, past L")],
     ]
     return bullets(lines)
 
@@ -346,10 +403,38 @@ def sink_trend_findings(sinks: pd.DataFrame, fmt: pd.Series, names: dict) -> str
     return bullets(lines)
 
 
+def _distance_text(distance: pd.DataFrame | None, mean: pd.DataFrame, a: str, b: str, L: int) -> str:
+    """The attention-distance sentence: from chapter 10's `attention_distance` table (means with
+    window-bootstrap intervals, the ratio A / B, and the reading with sinks excluded) when given,
+    else from the per-layer means."""
+    ba = BLOG_ATTENTION
+    blog = (f"(blog, 1024-token windows: {ba['distance']['A']} and {ba['distance']['B']}, ratio "
+            f"{ba['distance']['A'] / ba['distance']['B']:.2f})")
+    if distance is None:
+        return (f"Attention distance on held-out text (queries in the second half of {L}-token windows): {a} "
+                f"{mean.loc[a, 'distance']:.0f} tokens, {b} {mean.loc[b, 'distance']:.0f} on average over layers {blog}.")
+    out = []
+    for i, (measure, g) in enumerate(distance.groupby("measure", sort=False)):
+        t = g.set_index("model")
+        r = t.loc["ratio A / B"]
+        tie = r["95% lo"] <= 1 <= r["95% hi"]
+        iv = ", ".join(f"{m} {t.loc[m, 'mean']:.1f} [{t.loc[m, '95% lo']:.1f}, {t.loc[m, '95% hi']:.1f}]" for m in (a, b))
+        text = (f"{iv} tokens; A / B {r['mean']:.2f} [{r['95% lo']:.2f}, {r['95% hi']:.2f}]"
+                + (" (the interval holds 1: no difference at this budget)" if tie else
+                   " (A looks further back, as in the blog)" if r["95% lo"] > 1 else " (B looks further back)"))
+        out.append((f"Attention distance on held-out text (queries in the second half of "
+                    f"{int(g['windows'].iloc[0])} windows of {L} tokens taken as they come; 95% intervals "
+                    "resample the windows): " if i == 0
+                    else "With the sinks dropped (the attention on position 0 and on separators, the rest "
+                         "renormalised): ") + text + (f" {blog}." if i == 0 else "."))
+    return " ".join(out)
+
+
 def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation: pd.DataFrame, kl: dict,
-                       names: dict, L: int, W: int, global_layers=()) -> str:
-    """Chapter 10's conclusions next to the Gemma blog's: attention distance, sinks,
-    induction inside and beyond Model B's window, the ablation, and KL(A||B)."""
+                       names: dict, L: int, W: int, global_layers=(), distance: pd.DataFrame | None = None) -> str:
+    """Chapter 10's conclusions next to the Gemma blog's: attention distance (with intervals
+    when chapter 10's `attention_distance` table is given), sinks, induction inside and beyond
+    Model B's window, the ablation, and KL(A||B)."""
     ba = BLOG_ATTENTION
     mean = by_layer.groupby(level="model").mean()
     mx = by_layer.groupby(level="model").max()
@@ -375,9 +460,7 @@ def attention_findings(by_layer: pd.DataFrame, induction: pd.DataFrame, ablation
 
     first = induction["loss, first copy"].mean()
     lines = [
-        f"Attention distance on held-out text (queries in the second half of {L}-token windows): {a} "
-        f"{mean.loc[a, 'distance']:.0f} tokens, {b} {mean.loc[b, 'distance']:.0f} on average over layers "
-        f"(blog, 1024-token windows: {ba['distance']['A']} and {ba['distance']['B']}).",
+        _distance_text(distance, mean, a, b, L),
         f"Sinks: the first position takes up to {mx.loc[a, 'first_position']:.0%} of a layer's attention in {a} "
         f"and {mx.loc[b, 'first_position']:.0%} in {b} (blog: {ba['first_position_max']['A']:.0%}, "
         f"{ba['first_position_max']['B']:.0%}); separators up to {mx.loc[a, 'separator']:.0%} and "

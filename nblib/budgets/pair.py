@@ -14,7 +14,9 @@ class ModelPairSpec:
     Both train on the same token stream (same corpus, tokenizer, seed, batch and token
     budget), so any difference between them is the architecture. `model_a` holds
     `GPT2Config` fields, `model_b` `Gemma3Config` fields. `seq_len` is the training context
-    L (the blog: 1024); Model B's window is L/2 in three layers of four.
+    L (the blog: 1024); Model B's window is L/2 in three layers of four, the fourth global
+    and first in its group (layers 0, 4, 8, ...: the blog's "global layer 8" of twelve,
+    `Gemma3Config.layer_pattern="blog"`).
     """
 
     model_a: dict
@@ -36,24 +38,29 @@ class ModelPairSpec:
     finetune_steps: int = 200
     # Chapter 6's training-length ladder: shorter WSD budgets as fractions of n_tokens, each a
     # decay branched from the pair's stable phase (nblib.gemma.training_length). At toy:
-    # 0.6, 1.2 and 2.4 tokens per parameter of Model A beside the pair's 4.7.
+    # 0.8, 1.6 and 3.1 tokens per parameter of Model A beside the pair's 6.2.
     length_fractions: tuple = (0.125, 0.25, 0.5)
     # Chapter 9's all-global control (Model B with no window): a WSD run on this fraction of
     # n_tokens, and the shorter budgets of length_fractions below it as decay branches, so the
     # breakdown past L is read against training length. Toy trains it as long as the pair: at
-    # half the tokens its page perplexity at 4L rose 1.12x over L, against 1.36x at full length.
+    # half the tokens its page perplexity at 4L rose 1.12x over L, against 1.36x at full length
+    # (the four-layer toy pair before issue 65).
     control_fraction: float = 1.0
     finetune_snapshot_every: int = 25
     n_long_docs: int = 500
 
 
-def _pair_shapes(*, vocab_a: int, vocab_b: int, d: int, layers: int, heads: int, seq_len: int) -> tuple[dict, dict]:
+def _pair_shapes(*, vocab_a: int, vocab_b: int, d: int, layers: int, heads: int, seq_len: int,
+                 layer_pattern: str = "blog") -> tuple[dict, dict]:
     """Models A and B with the blog's proportions at width d: head size d/heads, MLP 4d (A)
-    and GeGLU 8d/3 (B, rounded to a multiple of 8), GQA 4:1, window L/2 in 3 layers of 4."""
+    and GeGLU 8d/3 (B, rounded to a multiple of 8), GQA 4:1, window L/2 in 3 layers of 4,
+    the global layer first in each group of four (`layer_pattern` "blog": layers 0, 4, 8, ...;
+    "hf" puts it last, as transformers' Gemma 3 does)."""
     head_dim = d // heads
     a = dict(vocab_size=vocab_a, max_seq_len=seq_len, d_model=d, n_layers=layers, n_heads=heads)
     b = dict(vocab_size=vocab_b, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=heads // 4,
-             head_dim=head_dim, d_ff=8 * round(d / 3), max_seq_len=seq_len, window=seq_len // 2)
+             head_dim=head_dim, d_ff=8 * round(d / 3), max_seq_len=seq_len, window=seq_len // 2,
+             layer_pattern=layer_pattern)
     return a, b
 
 
@@ -70,15 +77,21 @@ def _pair_full() -> ModelPairSpec:
 
 
 def _pair_toy() -> ModelPairSpec:
-    # The blog's shapes scaled down together: width 768 -> 128, 12 -> 4 layers (so one global
-    # layer in four is kept), 12 -> 4 query heads over 1 key/value head (GQA 4:1), heads of
-    # 32 (16 RoPE bands instead of 32), context 1024 -> 256 with the window at L/2 = 128.
-    # 4.5M tokens (1,100 steps of 16 x 256), about 11 minutes for both models on two CPU
-    # cores (~7K tokens/s each, one thread per model). Chapter 6 shows the probes behind it
-    # (nblib.probes.pair): after 600 steps Model B copied a repeated random segment
-    # (gain 1.8 nats at L/2) but Model A did not (0.1); at 1,200 steps Model A did (2.3).
-    # Natural text alone suffices: no synthetic repeats are mixed in.
-    a, b = _pair_shapes(vocab_a=1024, vocab_b=1024, d=128, layers=4, heads=4, seq_len=256)
+    # The blog's shapes scaled down together: width 768 -> 80, 12 -> 8 layers (Model B: G L L
+    # L G L L L, so a global layer follows local ones as the blog's layers 4 and 8 do), 12 -> 4
+    # query heads over 1 key/value head (GQA 4:1), heads of 20 (10 RoPE bands instead of 32),
+    # context 1024 -> 256 with the window at L/2 = 128. Until issue 65 the toy pair had 4
+    # layers of width 128 (heads of 32) and Model B's one global layer last; eight layers at
+    # width 80 cost 1.15-1.17x the four-layer pair's training step (A + B, the same 16 x 256
+    # tokens, one thread, measured back to back on a loaded 2-core host), eight at 96 already
+    # 1.39-1.46x, eight at 128 1.8-2.2x. Model A has 725,280 parameters (957,184 before), so
+    # the 4.5M tokens are 6.2 per parameter of A (4.7 before).
+    # 4.5M tokens (1,100 steps of 16 x 256), one thread per model. The probes behind the
+    # training length were run on the four-layer pair (nblib.probes.pair, chapter 6): after
+    # 600 steps Model B copied a repeated random segment (gain 1.8 nats at L/2) but Model A
+    # did not (0.1); at 1,200 steps Model A did (2.3). Natural text alone suffices: no
+    # synthetic repeats are mixed in.
+    a, b = _pair_shapes(vocab_a=1024, vocab_b=1024, d=80, layers=8, heads=4, seq_len=256)
     return ModelPairSpec(model_a=a, model_b=b, seq_len=256, n_tokens=4_505_600, batch_size=16, lr=1e-2,
                          warmup_steps=50, decay_frac=0.2, n_checkpoints=8, corpus="python-stdlib",
                          tokenizer="bpe:stdlib-1024", n_eval_windows=64,
@@ -89,7 +102,8 @@ def _pair_toy() -> ModelPairSpec:
 
 
 def _pair_smoke() -> ModelPairSpec:
-    a, b = _pair_shapes(vocab_a=257, vocab_b=257, d=32, layers=4, heads=4, seq_len=64)
+    # eight layers as toy has, so Model B's layout (G L L L G L L L) is the toy's
+    a, b = _pair_shapes(vocab_a=257, vocab_b=257, d=32, layers=8, heads=4, seq_len=64)
     return ModelPairSpec(model_a=a, model_b=b, seq_len=64, n_tokens=40 * 4 * 64, batch_size=4, lr=1e-2,
                          warmup_steps=4, decay_frac=0.2, n_checkpoints=4, corpus="python-stdlib",
                          tokenizer="byte", n_eval_windows=8, finetune_steps=6, finetune_snapshot_every=2, n_long_docs=8,

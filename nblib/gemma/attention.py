@@ -4,6 +4,9 @@
     conts = greedy_continuations(models, tok, prompt, n_new)        # {key: decoded continuation}
     maps = layer_maps(models, tok, texts, L)                         # {key: (labels, {layer: (T, T)})}
     measures = head_measure_table(models, windows, tok.eos_id, names)
+    wins = heldout_windows(budget, n)                                 # unfiltered: the blog's distance
+    dist = model_distances(models, wins, tok.eos_id)
+    table = distance_table(dist, names)                              # A, B and A / B with intervals
     tests = induction_tests(models, V, eos, n_block, distances, n_seqs, seed)
     scores, induction = induction_tables(tests, names)
     ablation = ablation_table(models, tests, distances, natural, V, eos, n_block, n_seqs, seed, names)
@@ -14,11 +17,18 @@ over the pair (and over the pair's shorter training budgets) and gathers the cha
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
+from nblib.data import make_stream
 from nblib.gemma.pair import heldout_loss
 from nblib.metrics import attention_maps as M
+
+DISTANCE_MEASURES = {  # window_distances' keys -> the measure's name in attention_distance.csv
+    "all": "mean distance, all windows",  # the blog's reading
+    "sinks excluded": "mean distance, sinks excluded",  # position 0 and separators dropped, the rest renormalised
+}
 
 
 def _with_eos(tokenizer, text: str, renderable=None) -> tuple[torch.Tensor, list[str]]:
@@ -58,6 +68,85 @@ def head_measure_table(models: dict, windows: torch.Tensor, sep_id: int, names: 
     """`attention_maps.head_measures` of every model {key: model} on the same windows, with a
     column model = names[key] (Gemma blog, "Attention distance and attention sinks")."""
     return pd.concat([M.head_measures(m, windows, sep_id).assign(model=names[k]) for k, m in models.items()])
+
+
+def heldout_windows(budget, n: int, length: int | None = None, seed: int = 0) -> torch.Tensor:
+    """(n, length) windows of held-out files packed one after another with an end-of-document
+    separator between them, as pre-training saw text (default length L), spread evenly over
+    the split and NOT chosen for holding a separator: the blog's attention distance reads
+    "32 held-out 1024-token windows" as they come. (`attention_maps.packed_eval_windows` keeps
+    only windows with a separator in their first half, which the separator share needs.)"""
+    p = budget.pair
+    T = p.seq_len if length is None else int(length)
+    data = {"corpus": p.corpus, "tokenizer": p.tokenizer, "split": "eval", "stream": "packed", "seq_len": T}
+    stream = make_stream(data, seed)
+    x, _, _ = stream.batch(0, stream.n_windows)
+    if len(x) < n:
+        raise ValueError(f"only {len(x)} held-out windows of {T} tokens; asked for n={n}")
+    return x[torch.linspace(0, len(x) - 1, n).round().long()]
+
+
+@torch.no_grad()
+def window_distances(model, windows: torch.Tensor, sep_id: int, batch: int = 8) -> dict[str, np.ndarray]:
+    """Attention distance (Gemma blog: sum_k p[q, k] (q - k), over the queries in the second
+    half of each window) of every head in every window: {"all": (n, layers, heads), "sinks
+    excluded": (n, layers, heads)}. "sinks excluded" drops the attention on position 0 and on
+    separator tokens and renormalises the rest before weighting distances (a query with all
+    its attention on sinks is left out; a head with no query left in a window is NaN). Kept
+    per window so the windows can be resampled."""
+    T = windows.size(1)
+    q0 = T // 2
+    dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0).double()
+    out = {"all": [], "sinks excluded": []}
+    for i in range(0, len(windows), batch):
+        x = windows[i:i + batch]
+        probs = M.attention_probs(model, x)
+        keep = (x != sep_id).double()  # (B, T): keys that are not separators
+        keep[:, 0] = 0.0  # nor the first position
+        per_layer_all, per_layer_ex = [], []
+        for layer in sorted(probs):
+            p = probs[layer].double()[:, :, q0:, :]  # (B, H, Tq, T)
+            d = dist[q0:]
+            per_layer_all.append((p * d).sum(-1).mean(-1))  # (B, H)
+            pk = p * keep[:, None, None, :]
+            mass = pk.sum(-1)  # (B, H, Tq)
+            dq = torch.where(mass > 0, (pk * d).sum(-1) / mass.clamp(min=1e-300), torch.nan)
+            per_layer_ex.append(dq.nanmean(-1))  # (B, H)
+        out["all"].append(torch.stack(per_layer_all, 1))  # (B, layers, H)
+        out["sinks excluded"].append(torch.stack(per_layer_ex, 1))
+    return {k: torch.cat(v).numpy() for k, v in out.items()}
+
+
+def model_distances(models: dict, windows: torch.Tensor, sep_id: int) -> dict[str, dict[str, np.ndarray]]:
+    """{key: `window_distances`} of every model {key: model} on the same windows."""
+    return {k: window_distances(m, windows, sep_id) for k, m in models.items()}
+
+
+def distance_table(distances: dict, names: dict, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """Attention distance of Models A and B, the mean over heads (every head weighs alike,
+    as the blog's 132 and 81 tokens do) and windows, with a bootstrap interval that resamples
+    windows, and the ratio A / B with its interval (the same resampled windows for both:
+    they read the same windows). `distances` {key: `window_distances`}, keys "A" and "B".
+    Rows (model, measure) for every measure of `DISTANCE_MEASURES`, the headline measure
+    first; columns model, measure, mean, 95% lo, 95% hi, windows."""
+    tail = (1 - level) / 2 * 100
+    rows = []
+    for key, measure in DISTANCE_MEASURES.items():
+        per_window = {k: np.nanmean(distances[k][key].reshape(len(distances[k][key]), -1), axis=1) for k in ("A", "B")}
+        n = len(per_window["A"])
+        if len(per_window["B"]) != n:
+            raise ValueError(f"Models A and B read {n} and {len(per_window['B'])} windows; the ratio needs the same ones")
+        idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
+        boot = {k: np.nanmean(v[idx], axis=1) for k, v in per_window.items()}
+        for k in ("A", "B"):
+            lo, hi = np.percentile(boot[k], [tail, 100 - tail])
+            rows.append({"model": names[k], "measure": measure, "mean": float(np.nanmean(per_window[k])),
+                         "95% lo": float(lo), "95% hi": float(hi), "windows": n})
+        lo, hi = np.percentile(boot["A"] / boot["B"], [tail, 100 - tail])
+        rows.append({"model": "ratio A / B", "measure": measure,
+                     "mean": float(np.nanmean(per_window["A"]) / np.nanmean(per_window["B"])),
+                     "95% lo": float(lo), "95% hi": float(hi), "windows": n})
+    return pd.DataFrame(rows)
 
 
 def sinks_by_length(ladder: dict, windows: torch.Tensor, sep_id: int, n_params: int, names: dict) -> pd.DataFrame:

@@ -2,16 +2,25 @@
 
     ft = finetune_run(store, budget, runs["B"])          # trains what the store lacks
     models = extension_models(runs["B"], ft)            # plain RoPE, zero-shot YaRN, fine-tuned
+    cont = continued_run(store, budget, runs["B"])      # the fine-tune's control: plain RoPE at L
+    pi = with_scaling(models["plain RoPE"], linear_scaling(budget), layers="global")  # Gemma 3's way
     docs = long_test_docs(budget)                       # held-out pages of >= s*L tokens
     nll = page_nll(models["zero-shot YaRN"], docs)      # (n_docs, s*L) per-token loss, one pass
     nll = page_nlls(models, docs)                       # the same for every model {name: model}
 
 - YaRN itself is `nblib.models.layers.yarn_inv_freq` (Peng et al., 2023), applied to every
   layer as the blog does, with the attention temperature 0.1 ln s + 1 folded into cos/sin.
+  The other zero-shot way the blog names is Gemma 3's: linear position interpolation (every
+  band's frequency divided by s) on the global layers only (`linear_scaling`,
+  `with_scaling(..., layers="global")`).
 - The fine-tune continues Model B's run from its final checkpoint with the optimizer state
   restored ("weights+optimizer"), at the LR its schedule ended on, no new warmup, on
   documents of at least s*L tokens read from their start (`DocStartStream`), keeping the
   tokens per step, with a snapshot every k steps.
+- The fine-tune's control (`continued_config`): Model B continued the same way (weights and
+  optimizer state, the LR its schedule ended on, the same steps and tokens per step) with
+  plain RoPE on sequences of L tokens, each the start of a training document: what more
+  training alone gives, told apart from the extension.
 - Beyond the blog: `whole_vs_window` scores the last tokens of each page with the whole
   page before them and with only the last L tokens; `passkey_*` hides a number at a depth
   of the page and asks for it back (the YaRN paper's passkey retrieval).
@@ -34,12 +43,21 @@ from nblib.training.runner import get_or_run
 from nblib.training.threads import KERNEL_THREADS
 
 MODELS = ("plain RoPE", "zero-shot YaRN", "YaRN fine-tuned")
+LINEAR_GLOBAL = "zero-shot linear PI, global layers"  # Gemma 3's way (the blog's "Which layers to stretch")
+CONTINUED = "plain continued"  # the fine-tune's control: Model B continued at L without YaRN
+CONTROL_PREFIX = "all-global control: "  # chapter 9's all-global Model B, read on the same pages
 
 
 def yarn_scaling(budget: Budget) -> dict:
     """The rope_scaling of Model B extended s-fold from its training context L."""
     p = budget.pair
     return {"type": "yarn", "factor": float(p.yarn_factor), "original_max_seq_len": p.seq_len}
+
+
+def linear_scaling(budget: Budget) -> dict:
+    """Linear position interpolation s-fold (Chen et al., 2023): Gemma 3 stretches its global
+    layers this way (the Gemma blog, "Which layers to stretch")."""
+    return {"type": "linear", "factor": float(budget.pair.yarn_factor)}
 
 
 def finetune_config(budget: Budget, parent: Run) -> RunConfig:
@@ -70,12 +88,44 @@ def finetune_run(store: RunStore, budget: Budget, parent: Run) -> Run:
     return get_or_run(store, finetune_config(budget, parent))
 
 
-def with_yarn(model, scaling: dict):
-    """A copy of a Gemma3 model with YaRN RoPE (`scaling`) and the same weights: zero-shot YaRN."""
+def continued_config(budget: Budget, parent: Run) -> RunConfig:
+    """The YaRN fine-tune's control: `parent` (Model B) continued exactly as the fine-tune
+    continues it (final weights and optimizer state, the LR its schedule ended on, no warmup,
+    the same steps and tokens per step, its optimizer settings) but with plain RoPE on
+    sequences of L tokens, each the start of a training document of at least L + 1 tokens
+    (the fine-tune reads the starts of documents of at least sL + 1). Scored against the
+    fine-tune inside L and past it, it tells the extension's gain from more training."""
+    p, ft = budget.pair, finetune_config(budget, parent)
+    per_step = ft.tokens_per_step
+    if per_step % p.seq_len:
+        raise ValueError(f"tokens per step {per_step} is not a multiple of L = {p.seq_len}")
+    return RunConfig(model=dict(parent.config.model), data={**ft.data, "seq_len": p.seq_len}, schedule=ft.schedule,
+                     n_tokens=ft.n_tokens, batch_size=per_step // p.seq_len, seed=ft.seed, budget=budget.name,
+                     optimizer=dict(ft.optimizer), init=dict(ft.init),
+                     label=f"Model B, plain RoPE continued at L (control of the YaRN x{p.yarn_factor} fine-tune)",
+                     meta={"pair": "B", "stage": "continued"}, keep_optimizer="last", log_every=ft.log_every,
+                     threads=ft.threads)
+
+
+def continued_run(store: RunStore, budget: Budget, parent: Run) -> Run:
+    """`continued_config`'s run, trained now where the store lacks it."""
+    return get_or_run(store, continued_config(budget, parent))
+
+
+def with_scaling(model, scaling: dict, layers: str = "all"):
+    """A copy of a Gemma3 model with its RoPE stretched by `scaling` (YaRN or linear, see
+    `nblib.models.layers.check_rope_scaling`) on `layers` ("all", or "global": the global
+    layers only, the local ones keep plain RoPE) and the same weights: a zero-shot extension."""
     cfg = {k: getattr(model.config, k) for k in model.config.__dataclass_fields__}
-    out = build_model("gemma3", {**cfg, "rope_scaling": scaling})
+    out = build_model("gemma3", {**cfg, "rope_scaling": scaling, "rope_scaling_layers": layers})
     out.load_state_dict(model.state_dict())
     return out.eval()
+
+
+def with_yarn(model, scaling: dict):
+    """A copy of a Gemma3 model with YaRN RoPE (`scaling`) on every layer and the same
+    weights: zero-shot YaRN, as the blog applies it."""
+    return with_scaling(model, scaling, layers="all")
 
 
 def extension_models(parent: Run, finetuned: Run, step: int | str = "final") -> dict:
@@ -263,26 +313,82 @@ def passkey_table(budget: Budget, extended: dict, short: dict, depths, n_per_dep
     return table
 
 
-COMPARISONS = (  # (text, model a, model b, first L' tokens as a multiple of L) for ppl(a) - ppl(b)
+COMPARISONS = (  # (text, model a, model b, span of the page) for ppl(a) - ppl(b); spans: SPANS
     ("plain RoPE - zero-shot YaRN, whole page", "plain RoPE", "zero-shot YaRN", "sL"),
     ("zero-shot YaRN - fine-tuned, whole page", "zero-shot YaRN", "YaRN fine-tuned", "sL"),
     ("zero-shot YaRN - plain RoPE, first L (the short-context cost)", "zero-shot YaRN", "plain RoPE", "L"),
     ("fine-tuned - plain RoPE, first L", "YaRN fine-tuned", "plain RoPE", "L"),
 )
+# The other zero-shot way (Gemma 3's: linear interpolation on the global layers only)
+ZERO_SHOT_COMPARISONS = (
+    ("plain RoPE - zero-shot linear PI (global layers), whole page", "plain RoPE", LINEAR_GLOBAL, "sL"),
+    ("zero-shot linear PI (global layers) - zero-shot YaRN, whole page", LINEAR_GLOBAL, "zero-shot YaRN", "sL"),
+    ("zero-shot linear PI (global layers) - plain RoPE, first L (the short-context cost)", LINEAR_GLOBAL,
+     "plain RoPE", "L"),
+)
+# Chapter 9's all-global control read on the same pages: does zero-shot YaRN help a model whose
+# every layer meets the new distances?
+CONTROL_COMPARISONS = (
+    ("all-global control: plain RoPE - zero-shot YaRN, whole page", CONTROL_PREFIX + "plain RoPE",
+     CONTROL_PREFIX + "zero-shot YaRN", "sL"),
+    ("all-global control: zero-shot YaRN - plain RoPE, first L (the short-context cost)",
+     CONTROL_PREFIX + "zero-shot YaRN", CONTROL_PREFIX + "plain RoPE", "L"),
+)
+# The fine-tune against its control (Model B continued at L with plain RoPE, the same steps and
+# tokens) and against zero-shot YaRN, inside L and past it: the extension's gain told apart
+# from more training
+FINETUNE_COMPARISONS = (
+    (f"{CONTINUED} - fine-tuned, whole page", CONTINUED, "YaRN fine-tuned", "sL"),
+    (f"{CONTINUED} - fine-tuned, first L/4", CONTINUED, "YaRN fine-tuned", "L/4"),
+    (f"{CONTINUED} - fine-tuned, first L", CONTINUED, "YaRN fine-tuned", "L"),
+    (f"{CONTINUED} - fine-tuned, past L", CONTINUED, "YaRN fine-tuned", "past L"),
+    ("zero-shot YaRN - fine-tuned, first L/4", "zero-shot YaRN", "YaRN fine-tuned", "L/4"),
+    ("zero-shot YaRN - fine-tuned, first L", "zero-shot YaRN", "YaRN fine-tuned", "L"),
+    ("zero-shot YaRN - fine-tuned, past L", "zero-shot YaRN", "YaRN fine-tuned", "past L"),
+    (f"{CONTINUED} - plain RoPE, first L (more training alone)", CONTINUED, "plain RoPE", "L"),
+)
+SPANS = ("sL", "L", "L/4", "past L")  # the whole page, its first L or L/4 tokens, its tokens past L
 
 
-def extension_intervals(nll: dict, L: int, n_boot: int = 2000) -> pd.DataFrame:
+def _span(span: str, L: int, sL: int) -> tuple[int, int]:
+    """Token range [a, b) of a page of sL tokens that `span` names."""
+    spans = {"sL": (0, sL), "L": (0, L), "L/4": (0, L // 4), "past L": (L, sL)}
+    if span not in spans:
+        raise ValueError(f"span {span!r} is not allowed; allowed: {', '.join(SPANS)}")
+    return spans[span]
+
+
+def extension_intervals(nll: dict, L: int, n_boot: int = 2000, comparisons=COMPARISONS) -> pd.DataFrame:
     """The perplexity differences the chapter states, each with a paired bootstrap 95%
-    interval over pages (the blog's intervals: 14.6 [14.1, 15.1] and 2.2 [2.1, 2.3])."""
+    interval over pages (the blog's intervals: 14.6 [14.1, 15.1] and 2.2 [2.1, 2.3]). Each
+    of `comparisons` is (text, model a, model b, span): ppl(a) - ppl(b) over the span's tokens
+    of every page (`SPANS`; the models are keys of `nll` {name: (n, T) losses}). Columns
+    difference, positions ("a-b", tokens a to b - 1), tokens, ppl a, ppl b, a - b, 95% lo, 95% hi."""
     sL = min(v.shape[1] for v in nll.values())
+    missing = sorted({m for _, a, b, _ in comparisons for m in (a, b)} - set(nll))
+    if missing:
+        raise ValueError(f"comparisons name models {missing} that nll lacks; it has {sorted(nll)}")
     rows = []
-    for text, a, b, upto in COMPARISONS:
-        n = sL if upto == "sL" else L
-        r = paired_bootstrap(nll[a][:, :n].mean(1), nll[b][:, :n].mean(1), n_boot=n_boot, transform=np.exp)
-        rows.append({"difference": text, "tokens": n, "ppl a": float(np.exp(nll[a][:, :n].mean())),
-                     "ppl b": float(np.exp(nll[b][:, :n].mean())), "a - b": r["diff"], "95% lo": r["lo"],
-                     "95% hi": r["hi"]})
+    for text, a, b, span in comparisons:
+        lo, hi = _span(span, L, sL)
+        r = paired_bootstrap(nll[a][:, lo:hi].mean(1), nll[b][:, lo:hi].mean(1), n_boot=n_boot, transform=np.exp)
+        rows.append({"difference": text, "positions": f"{lo}-{hi}", "tokens": hi - lo,
+                     "ppl a": float(np.exp(nll[a][:, lo:hi].mean())), "ppl b": float(np.exp(nll[b][:, lo:hi].mean())),
+                     "a - b": r["diff"], "95% lo": r["lo"], "95% hi": r["hi"]})
     return pd.DataFrame(rows)
+
+
+def zero_shot_table(nll: dict, L: int) -> pd.DataFrame:
+    """Perplexity of every model {name: (n, T) losses} on the first L tokens of the pages, on
+    the whole page (sL tokens) and past L, and the whole page over the first L (the rise past
+    L; the blog's plain RoPE: 37.7 / 20.6). Rows: model."""
+    sL = min(v.shape[1] for v in nll.values())
+    rows = {}
+    for name, v in nll.items():
+        first, whole, past = (float(np.exp(v[:, a:b].mean())) for a, b in ((0, L), (0, sL), (L, sL)))
+        rows[name] = {"ppl, first L": first, "ppl, whole page": whole, "ppl, past L": past,
+                      "whole page / first L": whole / first}
+    return pd.DataFrame(rows).T.rename_axis("model")
 
 
 def long_docs_at(budget: Budget, length: int) -> torch.Tensor:

@@ -2,13 +2,25 @@
 
 Notable features (Gemma 3 technical report, 2025; transformers' gemma3 modelling code):
 - RoPE with separate local/global bases (Gemma blog uses 1e4 for both), optional YaRN on
-  every layer (Gemma blog "Design choices the YaRN paper leaves open").
+  every layer (Gemma blog "Design choices the YaRN paper leaves open"), or a stretch of the
+  global layers only (`rope_scaling_layers="global"`: Gemma 3's own choice, with linear
+  position interpolation, `{"type": "linear", "factor": s}`).
 - GQA: 12 query heads over 3 kv heads of size 64; QK-norm (RMSNorm over head_dim, before RoPE).
 - GeGLU MLP down(gelu_tanh(gate(x)) * up(x)); sandwich RMSNorm with (1 + w) weights
   initialised at 0 and computed in fp32; tied embeddings scaled by sqrt(d).
-- Sliding window W = 512 in 3 of every 4 layers (local, local, local, global): key j is
-  visible to query i iff i - W < j <= i. Windowed layers run a blocked band when T > 2W
-  and keep a W-1 ring buffer in the KV cache.
+- Sliding window W = 512 in 3 of every 4 layers: key j is visible to query i iff
+  i - W < j <= i. Windowed layers run a blocked band when T > 2W and keep a W-1 ring
+  buffer in the KV cache. Which layers are global (`layer_pattern`):
+  - "blog", Model B's (`gemma3_113m` and every budget's pair, `nblib.budgets.pair`): layer i
+    (from 0) is global iff i % global_every == 0, so Model B's twelve layers are G L L L G L L
+    L G L L L with global layers 0, 4 and 8. The Gemma blog numbers layers from 0 and names
+    "global layer 8" and "layer 6, a local layer", which only this layout gives with three
+    global layers in twelve.
+  - "hf": iff (i + 1) % global_every == 0 (L L L G ..., global layers 3, 7 and 11), the rule
+    of transformers' Gemma 3 (`sliding_window_pattern`), kept for comparisons. It is the
+    field's default because every run config written before the field existed (issue 65)
+    lacks it and was trained with this rule: a stored run still loads as it was trained.
+  The Hugging Face export writes the layout as `layer_types`, so either pattern loads back.
 Shared machinery (attention, KV cache, generate, counts) lives in attention.py.
 """
 
@@ -76,6 +88,34 @@ class Block(nn.Module):
         return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))
 
 
+LAYER_PATTERNS = ("blog", "hf")
+
+
+def global_layers(n_layers: int, global_every: int, pattern: str = "blog") -> list[int]:
+    """The global layers (from 0) of a model with one global layer in `global_every`:
+    "blog" puts it first in each group (i % global_every == 0: the Gemma blog's layers 0, 4, 8
+    of 12), "hf" last ((i + 1) % global_every == 0: transformers' Gemma 3, layers 3, 7, 11)."""
+    if pattern == "blog":
+        return [i for i in range(n_layers) if i % global_every == 0]
+    if pattern == "hf":
+        return [i for i in range(n_layers) if (i + 1) % global_every == 0]
+    raise ValueError(f"layer pattern {pattern!r} is not allowed; allowed: {', '.join(LAYER_PATTERNS)}")
+
+
+def layer_pattern_of(windows) -> tuple[int, str]:
+    """(global_every, layer_pattern) that give the per-layer layout `windows` (None: global,
+    an int: local), e.g. read back from a Hugging Face config's `layer_types`; ValueError when
+    no pattern gives it. Every layer global is global_every=1."""
+    n = len(windows)
+    want = [i for i, w in enumerate(windows) if w is None]
+    for every in range(1, n + 1):
+        for pattern in LAYER_PATTERNS:
+            if global_layers(n, every, pattern) == want:
+                return every, pattern
+    raise ValueError(f"global layers {want} of {n} follow no layer pattern; allowed: one layer in k global, "
+                     f"first in each group of k ('blog') or last ('hf')")
+
+
 @dataclass(kw_only=True)
 class Gemma3Config:
     vocab_size: int = 50304
@@ -87,11 +127,16 @@ class Gemma3Config:
     d_ff: int = 2048
     max_seq_len: int = 1024  # nominal training context
     window: int = 512  # sliding window W (keys incl. the current one)
-    global_every: int = 4  # layer l is global iff (l + 1) % global_every == 0: L,L,L,G
+    global_every: int = 4  # one layer in global_every is global (where: layer_pattern)
+    # "blog" (Model B's): layer i global iff i % global_every == 0 (G,L,L,L); "hf": iff (i + 1) %
+    # global_every == 0 (L,L,L,G), the default only so that configs stored without the field
+    # (every run before issue 65) keep the layout they were trained with
+    layer_pattern: str = "hf"
     rope_local_base: float = 1e4
     rope_global_base: float = 1e4  # Gemma 3 itself uses 1e6; the Gemma blog's Model B 1e4
     norm_eps: float = 1e-6
-    rope_scaling: dict | None = None  # YaRN on every layer (Gemma blog)
+    rope_scaling: dict | None = None  # YaRN or linear interpolation (nblib.models.layers.check_rope_scaling)
+    rope_scaling_layers: str = "all"  # the layers rope_scaling stretches: "all" (Gemma blog) or "global" (Gemma 3)
 
     def __post_init__(self):
         check_config_ints(self, ["vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
@@ -103,18 +148,28 @@ class Gemma3Config:
         if not (self.rope_local_base > 1 and self.rope_global_base > 1):
             raise ValueError(f"RoPE bases must be > 1, got {self.rope_local_base}, {self.rope_global_base}")
         check_rope_scaling(self.rope_scaling)
+        if self.layer_pattern not in LAYER_PATTERNS:
+            raise ValueError(f"layer_pattern={self.layer_pattern!r} is not allowed; allowed: {', '.join(LAYER_PATTERNS)}")
+        if self.rope_scaling_layers not in ("all", "global"):
+            raise ValueError(f"rope_scaling_layers={self.rope_scaling_layers!r} is not allowed; allowed: all, global")
+
+    @property
+    def global_layers(self) -> list[int]:
+        """The global layers (numbered from 0) of `layer_pattern`."""
+        return global_layers(self.n_layers, self.global_every, self.layer_pattern)
 
     @property
     def layer_windows(self):
         """Per layer: W for a local layer, None for a global one."""
-        return [None if (i + 1) % self.global_every == 0 else self.window for i in range(self.n_layers)]
+        g = set(self.global_layers)
+        return [None if i in g else self.window for i in range(self.n_layers)]
 
     @classmethod
     def gemma3_113m(cls, **overrides):
-        """Gemma blog's Model B: d 768, 12 layers (9 local, 3 global), 12 q / 3 kv heads of 64,
+        """Gemma blog's Model B: d 768, 12 layers (9 local; 3 global: layers 0, 4 and 8), 12 q / 3 kv heads of 64,
         d_ff 2048, vocab 50304, W 512, context 1024: 112,990,464 parameters (closed form in
         Gemma3's docstring), 74,356,992 non-embedding."""
-        return cls(**overrides)
+        return cls(**{"layer_pattern": "blog", **overrides})
 
 
 class Gemma3(DecoderLM):
@@ -133,7 +188,8 @@ class Gemma3(DecoderLM):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, w) for w in self.layer_windows)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps, unit_offset=True)
-        self.rotary_local = Rotary(cfg.head_dim, cfg.rope_local_base, cfg.rope_scaling)
+        local_scaling = cfg.rope_scaling if cfg.rope_scaling_layers == "all" else None
+        self.rotary_local = Rotary(cfg.head_dim, cfg.rope_local_base, local_scaling)
         self.rotary_global = Rotary(cfg.head_dim, cfg.rope_global_base, cfg.rope_scaling)
         init_weights(self, cfg.n_layers, residual_names=("o_proj", "down_proj"))
 

@@ -50,10 +50,13 @@ def check_hf_mappable(family: str, config: dict) -> None:
 def hf_rope(rotary) -> dict:
     """transformers `rope_parameters` of an nblib `layers.Rotary`: its current base and, with
     YaRN, the same frequencies and attention factor (transformers' `_compute_yarn_parameters`
-    follows the YaRN paper's Eqs. 17-21 as `layers.yarn_inv_freq` does, mscale 0.1 ln s + 1)."""
+    follows the YaRN paper's Eqs. 17-21 as `layers.yarn_inv_freq` does, mscale 0.1 ln s + 1);
+    linear position interpolation as rope_type "linear" (frequencies divided by the factor)."""
     rp = {"rope_type": "default", "rope_theta": float(rotary.base)}
     rs = rotary.rope_scaling
-    if rs is not None:
+    if rs is not None and rs["type"] == "linear":  # position interpolation: inv_freq / factor
+        rp.update(rope_type="linear", factor=float(rs["factor"]))
+    elif rs is not None:
         rp.update(rope_type="yarn", factor=float(rs["factor"]),
                   original_max_position_embeddings=int(rs["original_max_seq_len"]),
                   beta_fast=float(rs.get("beta_fast", 32)), beta_slow=float(rs.get("beta_slow", 1)))

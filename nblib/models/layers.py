@@ -91,24 +91,33 @@ def yarn_inv_freq(head_dim, base, orig_len, scale, beta_fast=32, beta_slow=1):
 
 
 def check_rope_scaling(rope_scaling):
-    """Validate a config's rope_scaling: None or {"type": "yarn", "factor": s,
-    "original_max_seq_len": L} (optional "beta_fast", "beta_slow")."""
+    """Validate a config's rope_scaling: None, {"type": "yarn", "factor": s,
+    "original_max_seq_len": L} (optional "beta_fast", "beta_slow"), or {"type": "linear",
+    "factor": s} (position interpolation, Chen et al. 2023: every band's frequency divided by
+    s, no attention temperature; Gemma 3 stretches its global layers this way)."""
     if rope_scaling is None:
         return
-    if not isinstance(rope_scaling, dict) or rope_scaling.get("type") != "yarn":
-        raise ValueError(f"rope_scaling must be None or a dict with type 'yarn', got {rope_scaling!r}")
-    allowed = {"type", "factor", "original_max_seq_len", "beta_fast", "beta_slow"}
+    kind = rope_scaling.get("type") if isinstance(rope_scaling, dict) else None
+    if kind not in ("yarn", "linear"):
+        raise ValueError(f"rope_scaling must be None or a dict with type 'yarn' or 'linear', got {rope_scaling!r}")
+    allowed = {"type", "factor", "original_max_seq_len", "beta_fast", "beta_slow"} if kind == "yarn" else \
+        {"type", "factor", "original_max_seq_len"}
+    required = {"factor", "original_max_seq_len"} if kind == "yarn" else {"factor"}
     extra = set(rope_scaling) - allowed
-    missing = {"factor", "original_max_seq_len"} - set(rope_scaling)
+    missing = required - set(rope_scaling)
     if extra or missing:
         raise ValueError(f"rope_scaling keys: unknown {sorted(extra)}, missing {sorted(missing)}; "
                          f"allowed {sorted(allowed)}")
+    if kind == "linear":
+        if not float(rope_scaling["factor"]) >= 1:
+            raise ValueError(f"linear rope_scaling factor must be >= 1, got {rope_scaling['factor']!r}")
+        return
     yarn_inv_freq(2, 1e4, rope_scaling["original_max_seq_len"], rope_scaling["factor"],
                   rope_scaling.get("beta_fast", 32), rope_scaling.get("beta_slow", 1))
 
 
 class Rotary(nn.Module):
-    """cos/sin tables for RoPE at given positions, optionally YaRN-scaled.
+    """cos/sin tables for RoPE at given positions, optionally YaRN-scaled or linearly interpolated.
 
     The frequencies are a plain fp32 attribute, not a buffer: they are not saved in the
     state dict (ABF changes the base without touching weights) and `model.to(bf16)` does
@@ -126,6 +135,8 @@ class Rotary(nn.Module):
         rs = self.rope_scaling
         if rs is None:
             inv, self.mscale = rope_inv_freq(self.head_dim, base), 1.0
+        elif rs["type"] == "linear":  # position interpolation: position p reads as p / s in every band
+            inv, self.mscale = rope_inv_freq(self.head_dim, base) / float(rs["factor"]), 1.0
         else:
             inv, self.mscale = yarn_inv_freq(self.head_dim, base, rs["original_max_seq_len"],
                                              rs["factor"], rs.get("beta_fast", 32), rs.get("beta_slow", 1))
