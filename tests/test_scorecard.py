@@ -164,6 +164,16 @@ def _slow(root, v):
          "complete a turn": [18, 7], "bands": [32, 16]}))
 
 
+def test_the_slow_band_excess_is_read_against_the_untrained_control(tmp_path):
+    """An untrained model whose median slow share already sits above the trained one's leaves
+    no excess: the row reads the excess over the higher of the even spread and the control."""
+    _slow(tmp_path, 0.1)
+    _put(tmp_path, "08_position", "band_control", pd.DataFrame({"model": ["untrained"],
+                                                                "median slow share": [9 / 16 + 0.2]}))
+    r = _one(tmp_path, "Model B's heads lean")
+    assert r.verdict == "not" and "untrained control 0.76" in r.toy
+
+
 def _yarn(root, zero, ft):
     names = [SC.ZERO_SHOT, SC.FINE_TUNE, SC.ZERO_SHOT_CONTROL, SC.FINE_TUNE_CONTROL]
     _put(root, "09_yarn", "yarn_intervals", pd.DataFrame(
