@@ -698,7 +698,8 @@ def protocol_order_findings(protocols: pd.DataFrame, table12: pd.DataFrame, r_fi
                  + (f" — **rising where the paper's falls** ({paper_r[0]} → {paper_r[1]})." if r_last > r_first else
                     f", falling as the paper's does ({paper_r[0]} → {paper_r[1]}).")
                  + (" Above 1 throughout: LongPPL still improves faster than ShortPPL." if min(r_first, r_last) > 1
-                    else ""), r_last > r_first))
+                    else " It ends below 1: by the end ShortPPL improves faster than LongPPL, where the paper's R "
+                    f"stays above 2." if r_last < 1 else ""), r_last > r_first))
     n_rev = sum(rev for _, rev in rows)
     lines = [line for line, _ in rows]
     head = (f"**Where the toy's order differs from the paper's: {n_rev} of {len(lines)} comparisons.**" if n_rev else

@@ -67,7 +67,8 @@ BOOK_GRID_ALSO = {"Vc": ("Vb2",)}
 # between two rows is read from here, so a spread is labelled by what changed (hosts, or
 # precision and instruction set on one host), never "hosts" when one host ran both.
 RAN_ON = {"Vc": ("AMD EPYC (AVX512-BF16)", "bf16 autocast, AVX-512 kernels"),
-          "Vb2": ("AMD EPYC (AVX512-BF16)", "fp32, every kernel capped at AVX2")}
+          "Vb2": ("AMD EPYC (AVX512-BF16)", "fp32, every kernel capped at AVX2"),
+          "Vc2": ("Intel Xeon (AMX-BF16, AVX512-BF16)", "bf16 autocast, AVX-512 and AMX kernels")}
 _LAST4_LINE = re.compile(r"Constant-Last4 ≤ Constant-Raw in LongPPL on ([0-9.]+)% of the")
 
 
