@@ -88,9 +88,11 @@ def test_main_appends_a_row_with_a_manifest_and_refuses_a_design_twice(tmp_path)
 
 
 def test_the_committed_book_row_is_the_committed_figures():
-    """Row Vc (the book's trajectory on its grid, built fresh) was written from the book's committed
-    chapter 5 tables; recomputed now, it is the same."""
-    f = probes.records("toy_needle_ladder").set_index("design").loc["Vc"]
+    """Row FIGURES_ROW (the book's trajectory on its grid, built fresh on the host the committed
+    figures come from) was written from the book's committed chapter 5 tables; recomputed now, it
+    is the same."""
+    from nblib.probes.grid_ladder import FIGURES_ROW
+    f = probes.records("toy_needle_ladder").set_index("design").loc[FIGURES_ROW]
     got = NL.needle_measures(ROOT / "figures")
     for k, v in got.items():
         assert v == pytest.approx(float(f[k]), abs=0.5 * 10 ** -NL.DIGITS[k]), k

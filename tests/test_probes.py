@@ -323,12 +323,13 @@ def test_pair_probe_is_the_pair_run_with_the_levers_laid_over():
 # the grid ladder: a design's row from chapters 3-4's tables
 # ---------------------------------------------------------------------------------------
 def test_grid_ladder_reproduces_the_committed_grid_row_from_the_committed_figures():
-    """Row Vc (the book's grid, built fresh) was written from the figures the committed ones are,
-    with the Last4 <= Raw share chapter 4 printed; recomputed now, the measures are the row's."""
-    from nblib.probes.grid_ladder import BOOK_GRID_DESIGN, DIGITS, design_measures
+    """Row FIGURES_ROW (the book's grid, built fresh on the host the committed figures come from)
+    was written from the committed figures, with the Last4 <= Raw share chapter 4 printed;
+    recomputed now, the measures are the row's."""
+    from nblib.probes.grid_ladder import DIGITS, FIGURES_ROW, LAST4_LE_RAW, design_measures
     from nblib.book.toy_design import GRID_TARGETS
-    f = probes.records("toy_grid_ladder").set_index("design").loc[BOOK_GRID_DESIGN]
-    got = design_measures(ROOT / "figures", last4_le_raw=29.2)
+    f = probes.records("toy_grid_ladder").set_index("design").loc[FIGURES_ROW]
+    got = design_measures(ROOT / "figures", last4_le_raw=float(f[LAST4_LE_RAW]))
     assert set(GRID_TARGETS) <= set(got)
     for k, v in got.items():
         assert v == pytest.approx(float(f[k]), abs=0.5 * 10 ** -DIGITS[k]), k

@@ -63,6 +63,9 @@ BOOK_GRID_DESIGN = "Vc"
 # long_precision=fp32, and in fp32 Vb and Vc are one grid: Vc changes only which runs train in bf16
 # (and drops a trunk no ladder measure reads), so every run of Vb2 is Vc's at fp32.
 BOOK_GRID_ALSO = {"Vc": ("Vb2",)}
+# The ladder row the committed figures (figures/02_* to 05_*) were built as: the book's grid run
+# fresh on the Intel Xeon host (issue 64's build). Row Vc is the same grid on the AMD EPYC host.
+FIGURES_ROW = "Vc2"
 # Where each of the book grid's rows ran: (host, precision and instruction set). What varied
 # between two rows is read from here, so a spread is labelled by what changed (hosts, or
 # precision and instruction set on one host), never "hosts" when one host ran both.
