@@ -219,14 +219,15 @@ ch.markdown(findings.protocol_turn_line(turn, rates, "toy", labels=protocol_hori
 
 # %% tags=["remove-output"]
 #| label: cell-protocol-turn
-fig = protocol_figures.protocol_turn_figure(turn, rates)
+fig = protocol_figures.protocol_turn_figure(turn, rates, labels=protocol_horizon.RECORDED_AS)
 ch.save_figure(fig, "fig_protocol_turn")
 
 # %% [markdown]
 # :::{figure} #cell-protocol-turn
 # :label: fig-protocol-turn
 # Beyond the paper, toy records: Linear-Decay minus Constant-Raw (left) and minus Last4
-# (right) in LongPPL against $D_l$, at S2 and S4 from $D_s$ = 450 N(S1), for the book's grid,
+# (right) in LongPPL against $D_l$, at S2 and S4 from $D_s$ = 450 N(S1), for design Vb (the toy
+# budget when these rows were measured; the book's grid is now Vc, whose LongPPL reference differs),
 # the same grid at higher LCCP rates (W, X, Y) and Y with half the sequences an LCCP step (Z);
 # below the dashed line the decayed run is better.
 # :::

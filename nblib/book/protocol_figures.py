@@ -170,11 +170,12 @@ def design_rates(designs, book: str = "toy") -> dict:
             for d in designs}
 
 
-def protocol_turn_figure(horizon, rates: dict, book: str = "toy"):
+def protocol_turn_figure(horizon, rates: dict, labels: dict | None = None):
     """Where Linear-Decay catches up with Constant (§4.1's order, Fig. 4b; the records of
     `experiments.protocol_horizon_table`): LD - Raw (left) and LD - Last4 (right) against Dl
     for every (design, scale) probed, one colour per design of `rates` ({design: LCCP LR /
-    short LR}), `book` drawn as the book's grid; below 0 the decayed run is better."""
+    short LR}), each labelled with the design it came from (`labels`: the design a record's bare
+    budget name stood for, `protocol_horizon.RECORDED_AS`); below 0 the decayed run is better."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     designs = [d for d in rates if d in set(horizon.design)]
     colors = dict(zip(designs, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
@@ -183,7 +184,7 @@ def protocol_turn_figure(horizon, rates: dict, book: str = "toy"):
         for (design, scale), g in horizon[horizon.design.isin(designs)].groupby(["design", "scale"], sort=False):
             g = g.sort_values("dl")
             ax.plot(g.dl, g[col], marker=markers[scale], c=colors[design], ms=5,
-                    label=f"{'book grid' if design == book else design} ({rates[design]:.0%} LR), {scale}")
+                    label=f"{(labels or {}).get(design, design)} ({rates[design]:.0%} LR), {scale}")
         ax.axhline(0, c="k", lw=0.8, ls="--")
         dls = sorted(set(horizon.dl))
         ax.set(xscale="log", xlabel="$D_l$ (N(S1))", title=f"{col} (LongPPL)")
