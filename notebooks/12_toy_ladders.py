@@ -41,13 +41,13 @@ from IPython.display import display
 from nblib.book import budget_words, findings, toy_design
 from nblib.book.chapter import Chapter
 from nblib.book.figures import figures_root
-from nblib.lccp import downstream, experiments
+from nblib.lccp import downstream, experiments, grid
 from nblib.probes import record_path, records
 
 ch = Chapter("12_toy_ladders", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, scale=scale,
              allowed_scales=("S5",))
 b = ch.budget
-run = ch.store.run(experiments.trajectory_config(b, scale))  # chapter 4's trajectory, named, not trained
+run = ch.store.run(grid.long_trajectory(b, scale))  # chapter 4's trajectory, named, not trained
 
 # %% [markdown]
 # ## The protocols past the grid
@@ -230,7 +230,7 @@ if not len(lever_records) and b.long_precision != "fp32":
                                                     else pd.DataFrame({"run": []}), fp32_twin, scale)
     if len(lever_records):
         print(f"the levers below were measured on this trajectory trained in fp32 "
-              f"({experiments.trajectory_config(fp32_twin, scale).hash}); the book's trains LCCP in {b.long_precision}")
+              f"({grid.long_trajectory(fp32_twin, scale).hash}); the book's trains LCCP in {b.long_precision}")
 if len(lever_records):
     levers = downstream.needle_lever_table(lever_records)
     ch.save_table(levers, "code_needle_levers", runs=[run],

@@ -160,3 +160,12 @@ def test_toy_shape_words_are_the_budgets():
     full = BW.shape_words(get_budget("full"))
     assert full.startswith("S1 d512 x 11 layers (8 x 64-dim heads, 4 KV heads), S2 d768 x 10 layers")
     assert "smeared" not in full and "tied" not in full
+
+
+def test_the_long_trajectory_has_one_home():
+    """Chapter 4's S5 trajectory is `grid.long_trajectory`, the run chapter 4's Constant configs
+    end with (experiments.trajectory_config, its copy, is gone)."""
+    b = get_budget("toy")
+    assert not hasattr(experiments, "trajectory_config")
+    assert experiments.constant_configs(b)[-1].hash == grid.long_trajectory(b, "S5").hash
+    assert experiments.trajectory_lineage(b, "S5")[-1].hash == grid.long_trajectory(b, "S5").hash

@@ -54,7 +54,7 @@ from nblib.budgets import get_budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
-from nblib.lccp import experiments
+from nblib.lccp import experiments, grid
 from nblib.lccp.merge import merge
 from nblib.metrics.attention_maps import retrieval_head_scores
 from nblib.probes import results
@@ -95,7 +95,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
         b = dataclasses.replace(b.with_model(a.scale, n_layers=a.layers), s5_trajectory=max(a.points))
         get_or_run_many(store, experiments.trajectory_lineage(b, a.scale), workers=1,
                         desc=f"{a.scale} with {a.layers} layers")
-    cfg = experiments.trajectory_config(b, a.scale)
+    cfg = grid.long_trajectory(b, a.scale)
     if not store.run(cfg).is_complete():
         raise SystemExit(f"error: the {a.scale} trajectory ({cfg.hash}) is not in {a.run_root}; run chapters 1-4 first")
     run = store.run(cfg)

@@ -65,7 +65,7 @@ def constant_config(b, scale: str, ds: float, until: float):
     asked for (S5 from the largest Ds, long enough), else the grid's seed-0 trajectory at
     (scale, Ds) extended to `until` (a trajectory's length is not part of its identity)."""
     if ds == b.ds_multiples[-1] and scale == "S5" and b.s5_trajectory >= until:
-        return experiments.trajectory_config(b, scale)
+        return grid.long_trajectory(b, scale)
     return grid.lccp_constant(b, scale, ds, until, 0, ckpt_every=b.constant_ckpt_every)
 
 
@@ -100,7 +100,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     jobs, meta = [], []
     for scale, const, lds in plan:
         run = store.run(const)
-        spacing = b.last4_gap(b.s5_ckpt_every if const.hash == experiments.trajectory_config(b, "S5").hash
+        spacing = b.last4_gap(b.s5_ckpt_every if const.hash == grid.long_trajectory(b, "S5").hash
                              else b.constant_ckpt_every)
         for dl in a.dls:
             if dl in lds:

@@ -18,7 +18,7 @@ import argparse
 
 from nblib.budgets import get_grid
 from nblib.data import get_tokenizer
-from nblib.lccp import experiments
+from nblib.lccp import experiments, grid
 from nblib.metrics.probes import copy_gain_table
 from nblib.probes import results
 from nblib.store.runstore import RunStore
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     argv, a = results.parse_probe_args(parser(), argv)
     b = get_grid(a.budget)
     tok = get_tokenizer(b.tokenizer)
-    run = RunStore(a.run_root).run(experiments.trajectory_config(b, a.scale))
+    run = RunStore(a.run_root).run(grid.long_trajectory(b, a.scale))
     if not run.is_complete():
         raise SystemExit(f"error: the {a.scale} trajectory ({run.hash}) is not in {a.run_root}; run chapters 1-4 first")
     for dl in a.points:
