@@ -7,8 +7,9 @@ packages above it in this list, never one below; tests/test_architecture.py chec
     models             GPT-2, Llama and Gemma 3 in one file each, the decode engine
     cli                one error path for every command line; the old module names
     store              the run store: configs by hash, checkpoints, atomic writes
-    budgets            the budgets smoke/toy/full, the scales S1-S5, and the targets every claim is judged by
     data               corpora, tokenizers, token shards, training streams
+    budgets            the budgets smoke/toy/full, the scales S1-S5, the targets every claim is judged by,
+                       and budget files (a budget file names a corpus and a tokenizer, so budgets read data)
     export             a run's checkpoint or merge as a Hugging Face folder (transformers, vLLM)
     metrics, evals     LongPPL, copy and NLL probes, attention maps; RULER
     training           the trainer, Muon, schedules, the runner that gets or trains a run

@@ -145,7 +145,10 @@ def test_layers_point_down(lower, upper):
 
 # The package order, lowest row first (the table in nblib/__init__.py). A package may import
 # its own modules and the packages of rows above it; never a package of its own row or below.
-LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("budgets",), ("data",), ("export",),
+# budgets sits below data: a budget file names a corpus and a tokenizer, so budgets read data
+# (budgets.budget_file checks their specs, budgets.own_data retrains the BPE), while data reads
+# no budget (it imports only store and cli).
+LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("data",), ("budgets",), ("export",),
           ("metrics", "evals"), ("training",), ("lccp", "gemma"), ("probes",), ("book",)]
 
 

@@ -14,7 +14,7 @@ Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, a
 chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page. After the
 chapters, as it writes the scorecard page, it writes the scorecard's summary (nblib.book.summary:
 the counts by verdict, the claims rated reproduced) to `<figures>/summary.json`; chapter 1 shows it.
-With a budget file (nblib.book.budget_file) every chapter gets it as its `budget_file`
+With a budget file (nblib.budgets.budget_file) every chapter gets it as its `budget_file`
 parameter (with `--set`s, the file and the sets written as one, `<out>/budget.toml`), its
 figures go to `<out>/figures/`, and the run report names the file and its sha256.
 """
@@ -40,7 +40,7 @@ import pandas as pd
 import papermill as pm
 
 from nblib.book import scorecard
-from nblib.book.budget_file import BudgetFile
+from nblib.budgets.budget_file import BudgetFile
 from nblib.book.chapters import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.book.figures import figure_problems, figures_root, table_problems
 from nblib.book.html import BOOK, build_html, preflight_html

@@ -22,9 +22,9 @@ import matplotlib.pyplot as plt
 from IPython.display import Image, display
 from markdown_it import MarkdownIt
 
-from nblib.book.budget_file import read_budget_file
+from nblib.budgets.budget_file import read_budget_file
 from nblib.book.figures import figures_root, save_figure, save_table
-from nblib.book.own_data import own_data
+from nblib.budgets.own_data import own_data
 from nblib.book.plan import require_inputs
 from nblib.book.scorecard import Figures, table14_noise, verdict_line
 from nblib.budgets import BudgetError, check_scale, get_budget

@@ -16,7 +16,7 @@ import inspect
 import shlex
 import sys
 
-from nblib.book.budget_file import load_budget_file
+from nblib.budgets.budget_file import load_budget_file
 from nblib.probes import PROBES, results
 
 

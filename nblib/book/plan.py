@@ -7,7 +7,7 @@ and how much compute and disk those chapters will take.
     require_inputs(get_budget("full"), "03_scaling_law")    # what every chapter calls first
 
 Every missing input is listed at once, each with what it is, where it is expected and how to
-provide it. With a budget file (nblib.book.budget_file) the plan first shows each field the
+provide it. With a budget file (nblib.budgets.budget_file) the plan first shows each field the
 file overrides beside the base budget's value, then the inputs at the file's paths. The
 compute table counts the training runs each chapter adds (a run is counted in the first
 chapter that trains it): tokens, FLOPs from the models' analytic count
@@ -27,9 +27,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from nblib.book.budget_file import BudgetFile, read_budget_file
+from nblib.budgets.budget_file import BudgetFile, read_budget_file
 from nblib.book.chapters import input_chapters
-from nblib.book.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
+from nblib.budgets.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
 from nblib.budgets import Budget, BudgetError, get_budget
 from nblib.cli import run_cli
 from nblib.data.bpe import TOKENIZER_DIR
@@ -90,7 +90,7 @@ RETRAINED = f"trained on the corpus at first use, pinned in <run store>/{TOKENIZ
 def inputs(b: Budget) -> list[Input]:
     """Every input of budget `b`, with the chapters that read it (LCCP paper App. A.3-A.4;
     the Gemma blog's FineWeb-Edu and GPT-2 tokenizer for chapters 6-10). A base budget's
-    BPE kept over another corpus is trained by the chapter (nblib.book.own_data): not missing."""
+    BPE kept over another corpus is trained by the chapter (nblib.budgets.own_data): not missing."""
     retrained = retrained_bpe(b)
     out = [
         Input("LCCP corpus", b.corpus, _spec_path(b.corpus),

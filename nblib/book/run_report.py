@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from nblib.book.budget_file import BudgetFile
+from nblib.budgets.budget_file import BudgetFile
 from nblib.store.provenance import REPO_ROOT, code_version
 
 
