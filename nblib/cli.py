@@ -104,6 +104,9 @@ MOVED_MODULES = {
     "nblib.chapter": "nblib.book.chapter", "nblib.figures": "nblib.book.figures",
     "nblib.findings": "nblib.book.findings", "nblib.paper_map": "nblib.book.paper_map",
     "nblib.paper_values": "nblib.book.paper_values",
+    # nblib/book's second layout: the probe CLIs moved to the probes (data/probes/ manifests
+    # record `python -m nblib.book.design_probe ...` as the commands that rerun their records)
+    "nblib.book.design_probe": "nblib.probes.design_probe", "nblib.book.design_needles": "nblib.probes.design_needles",
 }
 
 

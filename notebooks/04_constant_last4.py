@@ -207,7 +207,7 @@ ch.verdict("§3.3, Fig. 3")
 # than it removes noise. So where, in $D_l$, does a decayed run catch up? The probe
 # `protocol_horizon` scores Linear-Decay runs to each $D_l$ against one Constant trajectory
 # (Raw and Last4) from the largest $D_s$, on the book's grid and at higher LCCP rates (`python
-# -m nblib.book.design_probe --budget-file data/probes/grid_designs/X.toml protocol_horizon
+# -m nblib.probes.design_probe --budget-file data/probes/grid_designs/X.toml protocol_horizon
 # --scales S2 S4 --dls 15 30 60 120`; one seed; toy records, whatever this chapter's budget).
 
 # %%

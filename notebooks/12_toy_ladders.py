@@ -65,7 +65,7 @@ run = ch.store.run(grid.long_trajectory(b, scale))  # chapter 4's trajectory, na
 # $D_l$, a decayed run should catch up with the constant one further out, where progress slows
 # and the iterate's noise is what is left. The probe `protocol_horizon` measures it past the
 # grid: Linear-Decay runs to each $D_l$ against one Constant trajectory scored Raw and Last4 at
-# the same $D_l$, from the largest $D_s$ (`python -m nblib.book.design_probe --budget-file
+# the same $D_l$, from the largest $D_s$ (`python -m nblib.probes.design_probe --budget-file
 # data/probes/grid_designs/R.toml protocol_horizon --scales S4 S5 --dls 30 60 120 --spacings
 # 2 4`; records in `toy_protocol_horizon.jsonl`, one seed).
 
@@ -245,7 +245,7 @@ else:
 # ## The needles on the trajectories of the design ladder
 #
 # The same probe reads the S5 trajectory of any design of appendix A's ladder (`python -m
-# nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose
+# nblib.probes.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose
 # Constant LCCP keeps improving LongPPL to the end of the trajectory, and F, where it erodes. The rows
 # below are those records (`code_needle_designs.csv`), the mean over the three single needles,
 # with Fig. 18's best retrieval head on `niah_single_2_code`'s prompts at each point.

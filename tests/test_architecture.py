@@ -445,7 +445,9 @@ def test_notebooks_never_import_torch(path):
 # the first layout's names still work (nblib.cli.MOVED_MODULES)
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("old, new", [("nblib.train", "nblib.training.train"), ("nblib.merge", "nblib.lccp.merge"),
-                                      ("nblib.scaling", "nblib.lccp.scaling"), ("nblib.monitor", "nblib.lccp.monitor")])
+                                      ("nblib.scaling", "nblib.lccp.scaling"), ("nblib.monitor", "nblib.lccp.monitor"),
+                                      ("nblib.book.design_probe", "nblib.probes.design_probe"),
+                                      ("nblib.book.design_needles", "nblib.probes.design_needles")])
 def test_old_commands_still_run_and_name_the_new_one(old, new):
     import subprocess
     import sys

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nblib.book import design_probe
+from nblib.probes import design_probe
 from nblib.budgets import get_budget
 from nblib.lccp import experiments, grid
 from nblib.lccp.evaluation import Evaluator, evaluate_many

@@ -288,7 +288,7 @@ def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
-    `python -m nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
+    `python -m nblib.probes.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
     per (design, haystack, key and value form, Dl/N, protocol, prompts per needle), the mean over the three
     single needles of the score with its binomial standard error (each prompt of a single needle
     scores 0 or 100, so the mean over k needles of n prompts each has SE

@@ -34,7 +34,7 @@ its short stage and Constant trajectory trained into the store up to the largest
     python -m nblib.probes code_needle_levers --forms code:magic comments:magic prose:magic \\
         prose:word code:word --points 10 120 --samples 20
     python -m nblib.probes code_needle_levers --layers 4 --forms prose:word code:magic --points 10 30
-    python -m nblib.book.design_needles --budget-file data/probes/grid_designs/L.toml \\
+    python -m nblib.probes.design_needles --budget-file data/probes/grid_designs/L.toml \\
         --forms code:magic:short code:magic --points 10 40 80 120   # a ladder design's S5
 
 A form's optional third part is the value form (`code_niah`'s `value_form`: "ruler", RULER's
@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
-    budget file's, read by `python -m nblib.book.design_needles` (budget files are the book's)."""
+    budget file's, read by `python -m nblib.probes.design_needles`."""
     argv, a = results.parse_probe_args(parser(), argv)
     b = budget or get_budget(a.budget)
     budget_name = budget_name or b.name

@@ -17,7 +17,7 @@ Constant trajectory alone, Raw and Last4 at each Dl (records in toy_rate_traject
 `--out`): S5's trajectory at a design's LCCP rate, for its Spearman rho.
 
     python -m nblib.probes protocol_horizon --scales S4 --dls 30 60 120   # the book's budget
-    python -m nblib.book.design_probe --budget-file data/probes/grid_designs/R.toml \\
+    python -m nblib.probes.design_probe --budget-file data/probes/grid_designs/R.toml \\
         protocol_horizon --scales S4 S5 --dls 30 60 120                    # a ladder design's
 
 It trains what the store lacks (the short stages too) in one pool of one-thread workers.
@@ -71,7 +71,7 @@ def constant_config(b, scale: str, ds: float, until: float):
 
 def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
-    budget file's, read by `python -m nblib.book.design_probe` (budget files are the book's)."""
+    budget file's, read by `python -m nblib.probes.design_probe`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     b = budget or get_budget(a.budget)
