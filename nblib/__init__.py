@@ -15,7 +15,9 @@ packages above it in this list, never one below; tests/test_architecture.py chec
     training           the trainer, Muon, schedules, the runner that gets or trains a run
     lccp, gemma        the LCCP paper (chapters 2-5); the Gemma blog (chapters 6-10)
     probes             the experiments behind the book's design choices; their records in data/probes
-    book               the chapter runner, figures, findings and the paper map
+    chapters           what each part says and draws: part1 (LCCP), part2 (Gemma blog), appendix, claims
+                       (the scorecard, the paper map, the sources' values); figures, shared by every part
+    book               the book runner: run, time, build, check, plan and report
 
 Submodules are imported by the chapters that need them, so `import nblib` stays cheap.
 """

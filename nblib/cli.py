@@ -101,12 +101,29 @@ MOVED_MODULES = {
     "nblib.pair": "nblib.gemma.pair", "nblib.position": "nblib.gemma.position",
     "nblib.extension": "nblib.gemma.extension", "nblib.inference_cost": "nblib.gemma.inference_cost",
     "nblib.attention_maps": "nblib.metrics.attention_maps",
-    "nblib.chapter": "nblib.book.chapter", "nblib.figures": "nblib.book.figures",
-    "nblib.findings": "nblib.book.findings", "nblib.paper_map": "nblib.book.paper_map",
-    "nblib.paper_values": "nblib.book.paper_values",
-    # nblib/book's second layout: the probe CLIs moved to the probes (data/probes/ manifests
-    # record `python -m nblib.book.design_probe ...` as the commands that rerun their records)
+    "nblib.chapter": "nblib.book.chapter", "nblib.figures": "nblib.chapters.figures",
+    # findings.py was split by chapter: the old name is chapter 3's part (its first chapter)
+    "nblib.findings": "nblib.chapters.part1.law_findings", "nblib.paper_map": "nblib.chapters.claims.paper_map",
+    "nblib.paper_values": "nblib.chapters.claims.paper_values",
+    # Where nblib/book's modules went when it became the book runner only (issue 67). The probe
+    # CLIs moved to the probes: data/probes/ manifests record `python -m nblib.book.design_probe
+    # ...` as the commands that rerun their records; the README named `python -m nblib.book.scorecard`.
     "nblib.book.design_probe": "nblib.probes.design_probe", "nblib.book.design_needles": "nblib.probes.design_needles",
+    "nblib.book.scorecard": "nblib.chapters.claims.scorecard",
+    "nblib.book.budget_file": "nblib.budgets.budget_file", "nblib.book.own_data": "nblib.budgets.own_data",
+    "nblib.book.chapters": "nblib.book.toc", "nblib.book.figures": "nblib.chapters.figures",
+    "nblib.book.budget_words": "nblib.chapters.budget_words",
+    "nblib.book.law_figures": "nblib.chapters.part1.law_figures",
+    "nblib.book.protocol_figures": "nblib.chapters.part1.protocol_figures",
+    "nblib.book.metric_figures": "nblib.chapters.part1.metric_figures",
+    "nblib.book.downstream_figures": "nblib.chapters.part1.downstream_figures",
+    "nblib.book.blog_findings": "nblib.chapters.part2.blog_findings",
+    "nblib.book.toy_design": "nblib.chapters.appendix.toy_design",
+    "nblib.book.toy_erosion": "nblib.chapters.appendix.toy_erosion",
+    "nblib.book.toy_figures": "nblib.chapters.appendix.toy_figures",
+    "nblib.book.grid_ladder_findings": "nblib.chapters.appendix.grid_ladder_findings",
+    "nblib.book.noise": "nblib.chapters.claims.noise", "nblib.book.paper_map": "nblib.chapters.claims.paper_map",
+    "nblib.book.paper_values": "nblib.chapters.claims.paper_values",
 }
 
 

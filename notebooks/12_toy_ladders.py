@@ -38,9 +38,10 @@ import dataclasses
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import budget_words, findings, toy_design
 from nblib.book.chapter import Chapter
-from nblib.book.figures import figures_root
+from nblib.chapters import budget_words
+from nblib.chapters.appendix import grid_ladder_findings, probe_findings
+from nblib.chapters.figures import figures_root
 from nblib.lccp import downstream, experiments, grid
 from nblib.probes import record_path, records
 
@@ -75,7 +76,7 @@ horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon")) if
 if horizon is not None and len(horizon):
     ch.save_table(horizon, "protocol_horizon")
     display(horizon.round(3))
-    ch.markdown(findings.protocol_horizon_findings(horizon))
+    ch.markdown(probe_findings.protocol_horizon_findings(horizon))
 else:
     print(f"no records at {horizon_path}")
 
@@ -117,10 +118,10 @@ else:
 # [appendix A](11_toy_design.ipynb)'s ladder against the book's grid, with each target.
 
 # %%
-grid_ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
+grid_ladder = grid_ladder_findings.grid_ladder_table(records("toy_grid_ladder"))
 for past_turn in ("Z3", "Z4"):
     if past_turn in set(grid_ladder.design):
-        ch.markdown(f"**{past_turn}**\n\n" + toy_design.past_turn_findings(grid_ladder, past_turn))
+        ch.markdown(f"**{past_turn}**\n\n" + grid_ladder_findings.past_turn_findings(grid_ladder, past_turn))
     else:
         print(f"no ladder row for design {past_turn} (python -m nblib.probes grid_ladder)")
 
@@ -181,7 +182,7 @@ else:
 code_needles_csv = figures_root(b.name) / "05_downstream" / "code_needles.csv"
 code_needles = pd.read_csv(code_needles_csv) if code_needles_csv.is_file() else None
 if code_needles is not None:
-    ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
+    ch.markdown(probe_findings.code_needle_findings(code_needles, ruler_probe))
 else:
     print(f"no {code_needles_csv}: run chapter 5 first")
 
@@ -236,7 +237,7 @@ if len(lever_records):
     ch.save_table(levers, "code_needle_levers", runs=[run],
                   extra={"lever runs": sorted(set(lever_records["run"]) - {run.hash})})
     display(levers.round(3))
-    ch.markdown(findings.needle_lever_findings(levers))
+    ch.markdown(probe_findings.needle_lever_findings(levers))
 else:
     print(f"no lever records for this trajectory ({run.hash}) in {lever_path}; "
           f"run python -m nblib.probes code_needle_levers after chapter 4")
@@ -256,7 +257,7 @@ needle_designs = downstream.needle_design_table(all_lever_records)
 if len(needle_designs):
     ch.save_table(needle_designs, "code_needle_designs")
     display(needle_designs.round(3))
-    ch.markdown(findings.needle_design_findings(needle_designs))
+    ch.markdown(probe_findings.needle_design_findings(needle_designs))
 else:
     print(f"no records of a ladder design in {lever_path}")
 
@@ -285,7 +286,7 @@ grid_cols = ["S5 Last4 rho(Dl, LongPPL)", "S1-S3 -> S4 R²", "S1-S4 -> S5 R²"]
 needle_ladder = needle_ladder.merge(records("toy_grid_ladder").rename(columns={"design": "grid row"})
                                     [["grid row", *grid_cols]], on="grid row", how="left")
 display(needle_ladder.drop(columns=["code", "measured"]).set_index("design"))
-ch.markdown(findings.needle_ladder_findings(needle_ladder))
+ch.markdown(probe_findings.needle_ladder_findings(needle_ladder))
 
 # %% [markdown]
 # What the ladder says about §5.1 at toy scale: the trend needs a trajectory that keeps

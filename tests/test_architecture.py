@@ -137,7 +137,7 @@ def _reaches(src: str, dst: str) -> bool:
     ("nblib.store.runstore", "nblib.training.train"), ("nblib.store.runstore", "nblib.training.runner"), ("nblib.training.train", "nblib.training.runner"),
     ("nblib.models", "nblib.store.runstore"), ("nblib.data", "nblib.store.runstore"), ("nblib.metrics", "nblib.store.runstore"),
     ("nblib.lccp.scaling", "nblib.store.runstore"), ("nblib.lccp.grid", "nblib.training.runner"), ("nblib.lccp.evaluation", "nblib.lccp.experiments"),
-    ("nblib.store.runstore", "nblib.book.figures"),
+    ("nblib.store.runstore", "nblib.chapters.figures"),
 ])
 def test_layers_point_down(lower, upper):
     assert not _reaches(lower, upper), f"{lower} imports {upper}, a layer above it"
@@ -147,9 +147,11 @@ def test_layers_point_down(lower, upper):
 # its own modules and the packages of rows above it; never a package of its own row or below.
 # budgets sits below data: a budget file names a corpus and a tokenizer, so budgets read data
 # (budgets.budget_file checks their specs, budgets.own_data retrains the BPE), while data reads
-# no budget (it imports only store and cli).
+# no budget (it imports only store and cli). The chapters' content sits above the probes, whose
+# ladders several parts read, and below the book runner, which writes the scorecard page and
+# checks the figures from it.
 LAYERS = [("errors", "stats"), ("models",), ("cli",), ("store",), ("data",), ("budgets",), ("export",),
-          ("metrics", "evals"), ("training",), ("lccp", "gemma"), ("probes",), ("book",)]
+          ("metrics", "evals"), ("training",), ("lccp", "gemma"), ("probes",), ("chapters",), ("book",)]
 
 
 def package_of(module: str) -> str:
@@ -193,6 +195,19 @@ def test_layering_check_finds_a_planted_violation(planted):
     graph = {m: list(t) for m, t in GRAPH.items()}
     graph[planted[0]].append(planted[1])
     assert layering_violations(graph) == [planted]
+
+
+# The book runner: run, time, build, check, plan and report (issue 67). What the chapters say
+# and draw lives in nblib.chapters, budget files in nblib.budgets, the probe CLIs in nblib.probes.
+RUNNER = {"__init__", "__main__", "build", "chapter", "html", "nbval_runs", "plan", "run_report", "summary", "toc"}
+
+
+def test_the_book_package_is_the_runner_only():
+    files = {p.stem: p for p in (PKG / "book").glob("*.py")}
+    assert set(files) == RUNNER, sorted(set(files) ^ RUNNER)
+    assert not [p for p in (PKG / "book").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    lines = sum(len(p.read_text().splitlines()) for p in files.values())
+    assert lines < 2200, f"nblib/book holds {lines} lines"
 
 
 def test_the_root_imports_only_the_cli():
@@ -447,7 +462,8 @@ def test_notebooks_never_import_torch(path):
 @pytest.mark.parametrize("old, new", [("nblib.train", "nblib.training.train"), ("nblib.merge", "nblib.lccp.merge"),
                                       ("nblib.scaling", "nblib.lccp.scaling"), ("nblib.monitor", "nblib.lccp.monitor"),
                                       ("nblib.book.design_probe", "nblib.probes.design_probe"),
-                                      ("nblib.book.design_needles", "nblib.probes.design_needles")])
+                                      ("nblib.book.design_needles", "nblib.probes.design_needles"),
+                                      ("nblib.book.scorecard", "nblib.chapters.claims.scorecard")])
 def test_old_commands_still_run_and_name_the_new_one(old, new):
     import subprocess
     import sys

@@ -1,5 +1,5 @@
 """One source for the grid's counts: `make plan` (nblib.book.plan), the GPU check
-(benchmarks/gpu_check.py) and chapter 2's design table (nblib.book.toy_design) count the runs,
+(benchmarks/gpu_check.py) and chapter 2's design table (nblib.chapters.appendix.toy_design) count the runs,
 tokens and steps of chapters 2-4 from nblib.lccp.grid's run configs.
 
 The second count here does not use `grid.grid_runs` or `grid.trained_tokens`: it takes the
@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from nblib.book import plan as P
-from nblib.book import budget_words as BW
-from nblib.book import toy_design as TD
 from nblib.budgets import SCALES, get_budget
+from nblib.chapters import budget_words as BW
+from nblib.chapters.appendix import toy_design as TD
 from nblib.lccp import experiments, grid
 
 BUDGETS = ("smoke", "toy", "full")

@@ -27,10 +27,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from nblib.budgets.budget_file import BudgetFile, read_budget_file
-from nblib.book.chapters import input_chapters
-from nblib.budgets.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
+from nblib.book.toc import input_chapters
 from nblib.budgets import Budget, BudgetError, get_budget
+from nblib.budgets.budget_file import BudgetFile, read_budget_file
+from nblib.budgets.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
 from nblib.cli import run_cli
 from nblib.data.bpe import TOKENIZER_DIR
 from nblib.data.corpus import STDLIB_SPEC, find_manifest, stdlib_root
@@ -39,7 +39,7 @@ from nblib.models import build_model
 from nblib.store.provenance import REPO_ROOT
 from nblib.training.train import _ckpt_steps
 
-LCCP_CHAPTERS = input_chapters("lccp")  # the chapters that read the LCCP inputs (nblib.book.chapters)
+LCCP_CHAPTERS = input_chapters("lccp")  # the chapters that read the LCCP inputs (nblib.book.toc)
 PAIR_CHAPTERS = input_chapters("gemma")  # those that read Models A and B's corpus and tokenizer
 # The default GPU of the compute table: H100 SXM, dense bf16 (the paper trained on H800s,
 # the same compute die). MFU 0.4 is a good single-node figure for these model sizes.

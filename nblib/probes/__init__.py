@@ -38,7 +38,7 @@ through `design_probe` (`python -m nblib.probes.design_probe --budget-file F PRO
 the code-needle levers, `design_needles`.
 
 The probes may import every package above them in nblib's table (training, lccp, gemma and
-below); the book may import them.
+below); the chapters' content (nblib.chapters) and the book may import them.
 """
 
 from nblib.probes.results import RESULTS, record_path, records
