@@ -3,9 +3,9 @@
 The layout is the book's table of contents, lowest layer first (a package imports only
 packages above it in this list, never one below; tests/test_architecture.py checks it):
 
-    errors, stats      exceptions users can fix; statistics (bootstrap, Lin's CCC)
+    stats              statistics (bootstrap, Lin's CCC)
     models             GPT-2, Llama and Gemma 3 in one file each, the decode engine
-    cli                one error path for every command line; the old module names
+    cli                one error path for every command line, the errors users can fix; the old module names
     store              the run store: configs by hash, checkpoints, atomic writes
     data               corpora, tokenizers, token shards, training streams
     budgets            the budgets smoke/toy/full, the scales S1-S5, the targets every claim is judged by,

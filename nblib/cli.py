@@ -20,10 +20,14 @@ import sys
 import traceback
 import warnings
 
+
+class UserError(Exception):
+    """Base of nblib's own user-facing errors: a corrupt checkpoint, a locked run (the run store
+    raises them; `run_cli` prints them as one line and exits 2)."""
+
+
 # The error types a user can cause and fix. ValueError covers ConfigError, BudgetError,
 # MonitorError, TableError and argument checks; UserError the checkpoint and lock errors.
-from nblib.errors import UserError
-
 USER_ERRORS = (ValueError, UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
                FileExistsError, json.JSONDecodeError, UnicodeDecodeError, FloatingPointError)
 _RESUME = ("and run the same command again: a run resumes from its last complete checkpoint, "
@@ -105,6 +109,8 @@ MOVED_MODULES = {
     # findings.py was split by chapter: the old name is chapter 3's part (its first chapter)
     "nblib.findings": "nblib.chapters.part1.law_findings", "nblib.paper_map": "nblib.chapters.claims.paper_map",
     "nblib.paper_values": "nblib.chapters.claims.paper_values",
+    # errors.py (one exception class) joined the one error path that prints its errors
+    "nblib.errors": "nblib.cli",
     # Where nblib/book's modules went when it became the book runner only (issue 67). The probe
     # CLIs moved to the probes: data/probes/ manifests record `python -m nblib.book.design_probe
     # ...` as the commands that rerun their records; the README named `python -m nblib.book.scorecard`.
