@@ -3,6 +3,7 @@ number read from the figures of the build, and a verdict by a rule that names it
 
     python -m nblib.chapters.claims.scorecard                      # the committed toy figures
     python -m nblib.chapters.claims.scorecard --figures _build/smoke/figures --budget smoke
+    python -m nblib.chapters.claims.scorecard --budget-file examples/toy-own-data.toml   # its build's
 
 Each `Claim` (the LCCP paper's in `lccp_claims`, the Gemma blog's in `blog_claims`) reads its
 number from the saved tables of one build (`Figures`: the committed toy figures, or a smoke or
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nblib.budgets import get_budget
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.chapters.claims.blog_claims import BLOG_CLAIMS
 from nblib.chapters.claims.claim import VERDICTS, Figures, Measure
 from nblib.chapters.claims.lccp_claims import LCCP_CLAIMS
@@ -112,13 +113,21 @@ def scorecard_markdown(figs: Figures, claims=CLAIMS) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m nblib.chapters.claims.scorecard", description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="toy", help="the budget the figures were made at (default toy)")
-    ap.add_argument("--figures", default=None, help="a build's figures folder (default: the budget's)")
+    add_budget_args(ap, default="toy", help="the budget the figures were made at")
+    ap.add_argument("--figures", default=None,
+                    help="a build's figures folder (default: the budget's; a budget file's build's, "
+                         "_build/<file name>/figures)")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser()
     a = ap.parse_args(argv)
-    get_budget(a.budget)
-    print(scorecard_markdown(Figures(Path(a.figures) if a.figures else figures_root(a.budget), a.budget)))
+    b, _ = budget_from_args(ap, a)  # a budget file's figures are read at its base budget, as its chapters wrote them
+    root = Path(a.figures) if a.figures else figures_root(b.name, a.budget_file)
+    print(scorecard_markdown(Figures(root, b.name)))
     return 0
 
 
