@@ -18,6 +18,7 @@ from nblib.book import plan as P
 from nblib.budgets import SCALES, get_budget
 from nblib.chapters import budget_words as BW
 from nblib.chapters.appendix import toy_design as TD
+from nblib.gemma import pair
 from nblib.lccp import experiments, grid
 
 BUDGETS = ("smoke", "toy", "full")
@@ -150,6 +151,8 @@ def test_placeholder_corpus_changes_names_not_counts():
     real = grid.short_stage(b, "S1")
     assert fake.trunk.data["corpus_id"] == "x" and real.trunk.data["corpus_id"] != "x"  # not memoized across
     assert [grid.trained_tokens(c) for c in fake.all()] == [grid.trained_tokens(c) for c in real.all()]
+    with grid.placeholder_corpus("x"):  # Models A and B too: `make plan` at full needs no FineWeb
+        assert pair.pair_configs(get_budget("full"))["B"].data["corpus_id"] == "x"
 
 
 def test_toy_shape_words_are_the_budgets():
