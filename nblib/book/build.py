@@ -421,12 +421,15 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
 
 def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, params: dict | None, jobs: int,
                    source: BudgetFile | None, chapter_file: BudgetFile | None, on_done=None) -> int:
-    """run_book's work once everything is checked: the chapters, their timings, the book."""
+    """run_book's work once everything is checked: the chapters, their timings, the book. The
+    code version the timings and the report name is the one the chapters started from (a commit
+    made while they run does not relabel them)."""
+    code = code_version()
     t0 = time.time()
     times = execute_all(names, budget, out_dir, params, jobs=jobs, on_done=on_done)
     elapsed = round(time.time() - t0, 1)
     atomic_write_json(out_dir / "chapter_times.json", {
-        "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code_version(),
+        "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code,
         **({"budget_file": chapter_file.record(), "budget_file_given": source.record()} if source else {})})
     print("[book] chapter wall times:")
     for t in times:
@@ -440,7 +443,7 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
     path = write_summary(figures_root(budget), budget)  # once, after the chapters; chapter 1 shows it
     print(f"[book] summary of the scorecard: {repo_relative(path)}")
     if build:
-        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file),
+        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file, code=code),
                    scorecard_markdown(Figures(figures_root(budget), budget)))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
