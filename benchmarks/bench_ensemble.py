@@ -1,6 +1,7 @@
 """Runs per hour of the batched ensemble trainer against the same runs trained one after the other.
 
-    python -m benchmarks.bench_ensemble [--budget toy] [--members 4] [--steps 40] [--threads 2] [--repeats 2]
+    python -m benchmarks.bench_ensemble [--budget toy | --budget-file F.toml]
+        [--members 4] [--steps 40] [--threads 2] [--repeats 2]
 
 At every scale of the budget (S1-S5, short-stage shape: the scale's model, batch_short and
 short_seq_len), K WSD runs that differ in seed and LR (so each member follows its own
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 
 from benchmarks import markdown_table, run_facts, write_results
-from nblib.budgets import get_budget
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.lccp import grid
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training.ensemble import can_ensemble, train_ensemble
@@ -102,18 +103,23 @@ def bench_scale(b, scale: str, members: int, steps: int, repeats: int, scratch: 
             "cpu_speedup": cpu["solo"] / cpu["ensemble"], "max_rel_loss_diff": loss_diff}
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_ensemble", description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="toy")
+    add_budget_args(ap, default="toy", help="the budget whose scales are timed")
     ap.add_argument("--members", type=int, default=4, help="runs per ensemble (K)")
     ap.add_argument("--steps", type=int, default=30, help="optimizer steps per run")
     ap.add_argument("--threads", type=int, default=2, help="torch threads, for both ways")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--scales", nargs="*", default=None, help="default: every scale of the budget")
+    return ap
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = parser()
     args = ap.parse_args(argv)
+    b, name = budget_from_args(ap, args)
     torch.set_num_threads(args.threads)
-    b = get_budget(args.budget)
     scales = args.scales or list(b.scales)
     load0 = os.getloadavg()
     t_start = time.time()
@@ -128,7 +134,8 @@ def main(argv=None) -> int:
                   f"max rel loss diff {r['max_rel_loss_diff']:.1e}", flush=True)
     summary = [f"{r['scale']}: {r['speedup']:.2f}x ({r['runs_per_hour_ensemble']:,.0f} vs {r['runs_per_hour_solo']:,.0f} "
                f"runs/h of {r['steps']} steps)" for r in rows]
-    data = {"benchmark": "ensemble_throughput", "budget": b.name, "threads": args.threads, "members": args.members,
+    data = {"benchmark": "ensemble_throughput", "budget": b.name,
+            **({"budget_file": name} if args.budget_file else {}), "threads": args.threads, "members": args.members,
             "steps": args.steps, "repeats": args.repeats, "rows": rows, "summary": summary,
             **run_facts(load0, t_start)}
     md = markdown_table(["scale", "d_model", "batch x seq", "runs/h ensemble", "runs/h one by one", "speedup (wall)",

@@ -1,7 +1,7 @@
 """Chapter 5's downstream evaluations: one after the other in the kernel, against a pool of
 one-thread workers (`nblib.training.runner.memo_many`).
 
-    python -m benchmarks.bench_evals [--budget toy] [--scale S5] [--models 4] [--repeats 2]
+    python -m benchmarks.bench_evals [--budget toy | --budget-file F.toml] [--scale S5] [--models 4] [--repeats 2]
 
 `--models` finished runs of the scale's shape at the long context (one optimizer step each
 from different seeds: a greedy decode costs the same whatever the weights, since RULER's
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from benchmarks import markdown_table, run_facts, write_results
-from nblib.budgets import get_budget
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.data import get_tokenizer
 from nblib.lccp import downstream, grid
 from nblib.store.runstore import RunConfig, RunStore
@@ -63,15 +63,20 @@ def in_pool(b, store: RunStore, runs, suite, scores, name: str) -> None:
     memo_many(store, jobs, progress=False)
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_evals", description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="toy")
+    add_budget_args(ap, default="toy", help="the budget whose models and suites are timed")
     ap.add_argument("--scale", default="S5")
     ap.add_argument("--models", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2)
+    return ap
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = parser()
     args = ap.parse_args(argv)
-    b = get_budget(args.budget)
+    b, name = budget_from_args(ap, args)
     load0, t_start = os.getloadavg(), time.time()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_evals_") as tmp:
@@ -105,7 +110,8 @@ def main(argv=None) -> int:
                   f"{rows[-1]['speedup']:.2f}x", flush=True)
     summary = [f"{r['suite']}: {r['speedup']:.2f}x ({r['wall_s_kernel']:.1f} s -> {r['wall_s_pool']:.1f} s for "
                f"{r['models']} models)" for r in rows]
-    data = {"benchmark": "downstream_evaluations", "budget": b.name, "scale": args.scale,
+    data = {"benchmark": "downstream_evaluations", "budget": b.name,
+            **({"budget_file": name} if args.budget_file else {}), "scale": args.scale,
             "d_model": b.scale(args.scale).model["d_model"], "kernel_threads": KERNEL_THREADS,
             "pool_workers": default_workers(), "pool_startup_s": round(startup, 2), "repeats": args.repeats,
             "rows": rows, "summary": summary, **run_facts(load0, t_start)}

@@ -1,7 +1,8 @@
 """Training throughput and MFU of the toy scales, against this machine's fp32 matmul peak
 and against a plain nanoGPT-style loop at the same shapes.
 
-    python -m benchmarks.bench_train [--budget toy] [--threads 1] [--steps 30] [--bf16] [--no-plain]
+    python -m benchmarks.bench_train [--budget toy | --budget-file F.toml]
+        [--threads 1] [--steps 30] [--bf16] [--no-plain]
 
 Writes benchmarks/results/bench_train.json and .md (the book's run report shows them) and
 bench_train.manifest.json (the command, commit, time and machine).
@@ -28,7 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from nblib.budgets import SCALES, get_budget
+from nblib.budgets import SCALES
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.lccp import grid
 from nblib.lccp.speed_index import training_step
 from nblib.probes.results import command_line, write_manifest
@@ -186,18 +188,23 @@ def reference_rows(b, steps: int, bf16: bool) -> list[dict]:
     return rows
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_train", description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="toy")
+    add_budget_args(ap, default="toy", help="the budget whose shapes are timed")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the toy grid trains 1-thread workers)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--bf16", action="store_true", help="also time each step under CPU bf16 autocast")
     ap.add_argument("--no-plain", action="store_true", help="skip the plain nanoGPT-style loop")
+    return ap
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = parser()
     args = ap.parse_args(argv)
+    b, name = budget_from_args(ap, args)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    b = get_budget(args.budget)
     peak = matmul_peak()
     rows = []
     for scale in SCALES:
@@ -225,7 +232,8 @@ def main(argv=None) -> int:
                        f"{ref[1]['steps_per_s']:.2f} at 1 ({ref[1]['steps_per_s'] / ref[0]['steps_per_s']:.2f}x): "
                        f"the factor between speed indices read on the two reference shapes, at "
                        f"{args.threads} thread(s)")
-    data = {"benchmark": "train_throughput", "budget": b.name, "threads": args.threads, "peak_gflops": peak,
+    data = {"benchmark": "train_throughput", "budget": b.name,
+            **({"budget_file": name} if args.budget_file else {}), "threads": args.threads, "peak_gflops": peak,
             "rows": rows, "reference": ref, "summary": summary, "date": time.strftime("%Y-%m-%d"),
             "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__,
                         "cpu": _cpu_name(), "bf16_kernels": torch.backends.mkldnn.is_available()},

@@ -20,10 +20,14 @@ import sys
 import traceback
 import warnings
 
+
+class UserError(Exception):
+    """Base of nblib's own user-facing errors: a corrupt checkpoint, a locked run (the run store
+    raises them; `run_cli` prints them as one line and exits 2)."""
+
+
 # The error types a user can cause and fix. ValueError covers ConfigError, BudgetError,
 # MonitorError, TableError and argument checks; UserError the checkpoint and lock errors.
-from nblib.errors import UserError
-
 USER_ERRORS = (ValueError, UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
                FileExistsError, json.JSONDecodeError, UnicodeDecodeError, FloatingPointError)
 _RESUME = ("and run the same command again: a run resumes from its last complete checkpoint, "
@@ -101,9 +105,31 @@ MOVED_MODULES = {
     "nblib.pair": "nblib.gemma.pair", "nblib.position": "nblib.gemma.position",
     "nblib.extension": "nblib.gemma.extension", "nblib.inference_cost": "nblib.gemma.inference_cost",
     "nblib.attention_maps": "nblib.metrics.attention_maps",
-    "nblib.chapter": "nblib.book.chapter", "nblib.figures": "nblib.book.figures",
-    "nblib.findings": "nblib.book.findings", "nblib.paper_map": "nblib.book.paper_map",
-    "nblib.paper_values": "nblib.book.paper_values",
+    "nblib.chapter": "nblib.book.chapter", "nblib.figures": "nblib.chapters.figures",
+    # findings.py was split by chapter: the old name is chapter 3's part (its first chapter)
+    "nblib.findings": "nblib.chapters.part1.law_findings", "nblib.paper_map": "nblib.chapters.claims.paper_map",
+    "nblib.paper_values": "nblib.chapters.claims.paper_values",
+    # errors.py (one exception class) joined the one error path that prints its errors
+    "nblib.errors": "nblib.cli",
+    # Where nblib/book's modules went when it became the book runner only (issue 67). The probe
+    # CLIs moved to the probes: data/probes/ manifests record `python -m nblib.book.design_probe
+    # ...` as the commands that rerun their records; the README named `python -m nblib.book.scorecard`.
+    "nblib.book.design_probe": "nblib.probes.design_probe", "nblib.book.design_needles": "nblib.probes.design_needles",
+    "nblib.book.scorecard": "nblib.chapters.claims.scorecard",
+    "nblib.book.budget_file": "nblib.budgets.budget_file", "nblib.book.own_data": "nblib.budgets.own_data",
+    "nblib.book.chapters": "nblib.book.toc", "nblib.book.figures": "nblib.chapters.figures",
+    "nblib.book.budget_words": "nblib.chapters.budget_words",
+    "nblib.book.law_figures": "nblib.chapters.part1.law_figures",
+    "nblib.book.protocol_figures": "nblib.chapters.part1.protocol_figures",
+    "nblib.book.metric_figures": "nblib.chapters.part1.metric_figures",
+    "nblib.book.downstream_figures": "nblib.chapters.part1.downstream_figures",
+    "nblib.book.blog_findings": "nblib.chapters.part2.blog_findings",
+    "nblib.book.toy_design": "nblib.chapters.appendix.toy_design",
+    "nblib.book.toy_erosion": "nblib.chapters.appendix.toy_erosion",
+    "nblib.book.toy_figures": "nblib.chapters.appendix.toy_figures",
+    "nblib.book.grid_ladder_findings": "nblib.chapters.appendix.grid_ladder_findings",
+    "nblib.book.noise": "nblib.chapters.claims.noise", "nblib.book.paper_map": "nblib.chapters.claims.paper_map",
+    "nblib.book.paper_values": "nblib.chapters.claims.paper_values",
 }
 
 

@@ -65,12 +65,12 @@ budget_file = ""  # a TOML budget file, a base budget and its overrides (README,
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import budget_words
 from nblib.book.chapter import Chapter
-from nblib.book.figures import figures_root
-from nblib.book.paper_map import paper_map, paper_map_markdown
 from nblib.book.summary import chapter_summary, summary_bundle
 from nblib.budgets import BUDGETS, PAPER_N, SCALES, get_budget
+from nblib.chapters import budget_words
+from nblib.chapters.claims.paper_map import paper_map, paper_map_markdown
+from nblib.chapters.figures import figures_root
 
 ch = Chapter("01_introduction", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 

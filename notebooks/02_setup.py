@@ -33,9 +33,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from nblib.book import budget_words, metric_figures, toy_design, toy_figures
 from nblib.book.chapter import Chapter
-from nblib.book.figures import highlight_html
+from nblib.chapters import budget_words
+from nblib.chapters.appendix import toy_design, toy_figures
+from nblib.chapters.figures import highlight_html
+from nblib.chapters.part1 import metric_figures
 from nblib.data import get_corpus, get_tokenizer, tokenize_corpus
 from nblib.lccp import diagnostics, experiments, grid, kernel_spread
 from nblib.lccp.evaluation import Evaluator

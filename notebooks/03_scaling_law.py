@@ -47,9 +47,10 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import budget_words, findings, law_figures
 from nblib.book.chapter import Chapter
-from nblib.book.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
+from nblib.chapters import budget_words
+from nblib.chapters.claims.paper_values import OFFSET_C, TABLE3_LD, ZERO_CROSSING_10B
+from nblib.chapters.part1 import law_figures, law_findings
 from nblib.lccp import diagnostics, experiments, law_checks, scaling
 from nblib.lccp.evaluation import Evaluator
 from nblib.metrics.probes import context_use_table, copy_gain_table, copy_loss_curves, position_loss_table
@@ -183,7 +184,7 @@ splits = {"S1-S3 → S4": (["S1", "S2", "S3"], ["S4"]), "S1-S4 → S5": (["S1", 
 holdout = scaling.holdout_evals(table, splits)
 for name, res in holdout.items():  # an optimum on a bound, or with no interior optimum, is said here
     print(res.fit.report(f"{name}: ") or f"{name}: every parameter inside its bounds")
-ch.markdown(findings.degenerate_fit_findings(holdout))
+ch.markdown(law_findings.degenerate_fit_findings(holdout))
 
 # %% tags=["remove-output"]
 #| label: cell-parity
@@ -220,7 +221,7 @@ pd.DataFrame([{"split": n, "R² (ours)": r.r2, "MAPE % (ours)": r.mape,
 # including a run with every kernel capped at AVX2 in fp32, as a CPU without AVX512-BF16 runs it:
 
 # %%
-ch.markdown(findings.host_spread_findings(records("toy_grid_ladder")))
+ch.markdown(law_findings.host_spread_findings(records("toy_grid_ladder")))
 
 # %% [markdown]
 # ## Table 11: fitted parameters, with bootstrap intervals
@@ -263,7 +264,7 @@ table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.v
                                   n_starts=b.variant_fit_starts)
 ch.save_table(table3, "table03_variant_ablation", runs=runs)
 display(table3.round(4))
-ch.markdown(findings.table3_verdict(table3))
+ch.markdown(law_findings.table3_verdict(table3))
 
 # %% [markdown]
 # Is a form's lead larger than the fit's own noise? Each split's best rival and the additive
@@ -424,12 +425,12 @@ ch.save_figure(fig, "figA_copy_probe", runs=runs)
 # states, from the numbers computed in this run, which of these hold here.
 
 # %%
-ch.markdown(findings.grid_checks_findings(copy_targets, diagnostics.stable_phase_verdicts(stable, spread), spread,
-                                          diagnostics.monotonicity_summary(mono), r2_intervals))
+ch.markdown(law_findings.grid_checks_findings(copy_targets, diagnostics.stable_phase_verdicts(stable, spread), spread,
+                                              diagnostics.monotonicity_summary(mono), r2_intervals))
 
 # %%
-ch.markdown(findings.scaling_law_findings(table, holdout, short_holdout, table3, uses_context, copy,
-                                          copy_distance=far))
+ch.markdown(law_findings.scaling_law_findings(table, holdout, short_holdout, table3, uses_context, copy,
+                                              copy_distance=far))
 
 # %% [markdown]
 # **The law's whole claim.** The paper's law is not one R²: it is {eq}`eq-law` with interior
@@ -437,7 +438,7 @@ ch.markdown(findings.scaling_law_findings(table, holdout, short_holdout, table3,
 # conditions; here are the ones this chapter's tables decide.
 
 # %%
-ch.markdown(findings.law_conditions_findings(
+ch.markdown(law_findings.law_conditions_findings(
     law_checks.law_conditions(r2_intervals.reset_index(), table11, table, None)))
 
 # %%

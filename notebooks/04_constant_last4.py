@@ -59,10 +59,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, display
 
-from nblib.book import findings, protocol_figures
 from nblib.book.chapter import Chapter
-from nblib.book.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
 from nblib.budgets import SCALES, get_budget
+from nblib.chapters.claims.paper_values import FIG17_RATIO, TABLE4_CL4, TABLE12_MEAN_LONGPPL
+from nblib.chapters.part1 import protocol_figures, protocol_findings
 from nblib.lccp import experiments, grid, scaling
 from nblib.lccp.evaluation import Evaluator
 from nblib.probes import protocol_horizon
@@ -146,7 +146,7 @@ rules.assign(gap_to_LD=rules.longppl - ld_ref.longppl).round(4)
 # 3.5217, 1-Sqrt 3.4724, EMA(0.9) 3.4720; simple averages beat the task-vector merges.
 
 # %%
-ch.markdown(findings.observation_gap_markdown(rules, ld_ref.longppl))
+ch.markdown(protocol_findings.observation_gap_markdown(rules, ld_ref.longppl))
 
 # %% [markdown]
 # ## Fig. 4b: Constant-Raw and Constant-Last4 against Linear-Decay across S4
@@ -196,7 +196,7 @@ ch.verdict("§4.1, Fig. 4b")
 # the law as a whole:
 
 # %%
-ch.markdown(findings.n_axis_findings(ld, protocols))
+ch.markdown(protocol_findings.n_axis_findings(ld, protocols))
 ch.verdict("§3.3, Fig. 3")
 
 # %% [markdown]
@@ -207,7 +207,7 @@ ch.verdict("§3.3, Fig. 3")
 # than it removes noise. So where, in $D_l$, does a decayed run catch up? The probe
 # `protocol_horizon` scores Linear-Decay runs to each $D_l$ against one Constant trajectory
 # (Raw and Last4) from the largest $D_s$, on the book's grid and at higher LCCP rates (`python
-# -m nblib.book.design_probe --budget-file data/probes/grid_designs/X.toml protocol_horizon
+# -m nblib.probes.design_probe --budget-file data/probes/grid_designs/X.toml protocol_horizon
 # --scales S2 S4 --dls 15 30 60 120`; one seed; toy records, whatever this chapter's budget).
 
 # %%
@@ -215,7 +215,7 @@ horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon"))
 rates = protocol_figures.design_rates([d for d in ("toy", "W", "X", "Y", "Z") if d in set(horizon.design)])
 turn = horizon[horizon.design.isin(list(rates))].reset_index(drop=True)
 ch.save_table(turn, "protocol_turn")
-ch.markdown(findings.protocol_turn_line(turn, rates, "toy", labels=protocol_horizon.RECORDED_AS))
+ch.markdown(protocol_findings.protocol_turn_line(turn, rates, "toy", labels=protocol_horizon.RECORDED_AS))
 
 # %% tags=["remove-output"]
 #| label: cell-protocol-turn
@@ -432,15 +432,17 @@ print(f"S5 Constant trajectory to 120N: {need['tokens'] / 1e9:.1f}B LCCP tokens,
 # The headline numbers of this run, computed above, next to the paper's:
 
 # %%
-ch.markdown(findings.title_claim_findings(experiments.trajectory_protocol_table(tp), scale, unit=b.unit.strip()))
+ch.markdown(protocol_findings.title_claim_findings(experiments.trajectory_protocol_table(tp), scale,
+                                                   unit=b.unit.strip()))
 
 # %%
-ch.markdown(findings.protocol_order_findings(protocols, table12, float(r_meas[0]), float(r_meas[-1]),
-                                             TABLE12_MEAN_LONGPPL, (FIG17_RATIO["5N"], FIG17_RATIO["120N"])))
+ch.markdown(protocol_findings.protocol_order_findings(protocols, table12, float(r_meas[0]), float(r_meas[-1]),
+                                                      TABLE12_MEAN_LONGPPL, (FIG17_RATIO["5N"], FIG17_RATIO["120N"])))
 
 # %%
 wins, gain = experiments.last4_vs_raw(const)
-ch.markdown(findings.constant_last4_findings(s4, ccc, wins, gain, split_a[1][0], res_a, scale, res_b, prefix_errors))
+ch.markdown(protocol_findings.constant_last4_findings(s4, ccc, wins, gain, split_a[1][0], res_a, scale, res_b,
+                                                      prefix_errors))
 
 # %% [markdown]
 # The scorecard's verdict on each of this chapter's claims, from the tables above:

@@ -60,8 +60,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib.book import downstream_figures, findings
 from nblib.book.chapter import Chapter
+from nblib.chapters.part1 import downstream_figures, downstream_findings
 from nblib.lccp import downstream, experiments, post_training
 from nblib.lccp.evaluation import Evaluator
 from nblib.lccp.sft import build_sft_mixture, mixture_summary
@@ -266,7 +266,7 @@ ch.save_figure(fig, "fig07b_needle_trajectory", runs=[run, *ext_runs])
 # :::
 
 # %%
-ch.markdown(findings.needle_trajectory_findings(needle_traj, needle_ext))
+ch.markdown(downstream_findings.needle_trajectory_findings(needle_traj, needle_ext))
 
 # %% [markdown]
 # Which measure carries §5.1's trend at this budget: the paper's claim is that retrieval
@@ -354,8 +354,8 @@ ch.save_figure(fig, "fig08b_sft_benchmarks", runs=sft_runs)
 # What the two later stages show at this budget, next to the paper:
 
 # %%
-ch.markdown(findings.post_training_findings(ext_suite, ruler_ext, ext_len, bench_suite, sft_models,
-                                           b.ruler_len or b.long_seq_len))
+ch.markdown(downstream_findings.post_training_findings(ext_suite, ruler_ext, ext_len, bench_suite, sft_models,
+                                                      b.ruler_len or b.long_seq_len))
 
 # %% [markdown]
 # ## Table 14: does merging's advantage survive?
@@ -387,7 +387,7 @@ ch.table14_noise().round(3)
 # ## What we see
 
 # %%
-ch.markdown(findings.downstream_findings(suite, ruler, heads, t14, length))
+ch.markdown(downstream_findings.downstream_findings(suite, ruler, heads, t14, length))
 
 # %% [markdown]
 # The scorecard's verdict on each of this chapter's claims, from the tables above:

@@ -40,9 +40,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
 from nblib.budgets import get_budget
+from nblib.chapters.part2 import blog_findings
 from nblib.data import get_corpus, get_tokenizer
 from nblib.gemma import pair, training_length
 from nblib.gemma.pair import MODELS

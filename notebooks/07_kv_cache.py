@@ -53,8 +53,8 @@ import json
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
+from nblib.chapters.part2 import blog_findings
 from nblib.data import get_tokenizer
 from nblib.gemma import pair
 from nblib.gemma.inference_cost import (kv_cache_table, kv_layouts_7b, long_context_flops, mean_keys_table,

@@ -43,8 +43,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
+from nblib.chapters.part2 import blog_findings
 from nblib.gemma import pair
 from nblib.gemma import position as P
 

@@ -47,8 +47,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
+from nblib.chapters.part2 import blog_findings
 from nblib.data import get_tokenizer
 from nblib.gemma import breakdown_length
 from nblib.gemma import extension as X

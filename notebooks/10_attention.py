@@ -45,9 +45,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nblib.book import blog_findings
 from nblib.book.chapter import Chapter
-from nblib.book.figures import glyph_available
+from nblib.chapters.figures import glyph_available
+from nblib.chapters.part2 import blog_findings
 from nblib.data import get_tokenizer
 from nblib.gemma import attention as AT
 from nblib.gemma import pair, training_length

@@ -35,9 +35,10 @@ budget_file = ""  # a TOML budget file, a base budget and its overrides (README,
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import budget_words, findings, toy_design, toy_erosion, toy_figures
 from nblib.book.chapter import Chapter
 from nblib.budgets import get_budget
+from nblib.chapters import budget_words
+from nblib.chapters.appendix import grid_ladder_findings, probe_findings, toy_design, toy_erosion, toy_figures
 from nblib.probes import record_path, records
 
 ch = Chapter("11_toy_design", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
@@ -59,14 +60,14 @@ b = ch.budget
 # `data/probes/toy_design_probe.jsonl`; the table shows them all.
 
 # %%
-probe_table = findings.toy_probe_table(records("toy_design_probe"))
+probe_table = probe_findings.toy_probe_table(records("toy_design_probe"))
 probe_table.round(3)
 
 # %% [markdown]
 # What each comparison decided (the numbers are read from the table above):
 
 # %%
-ch.markdown(findings.toy_levers_markdown(probe_table))
+ch.markdown(probe_findings.toy_levers_markdown(probe_table))
 
 # %% [markdown]
 # ## Toward copying models: batch, learning rate and copying at a 128-token context
@@ -263,9 +264,10 @@ design
 # measured. Records: `data/probes/toy_grid_ladder.csv`.
 
 # %%
-ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
+ladder = grid_ladder_findings.grid_ladder_table(records("toy_grid_ladder"))
 ch.save_table(ladder, "toy_grid_ladder")
-ch.markdown(toy_design.grid_ladder_findings(ladder, {**toy_design.GRID_TARGETS, **toy_design.TRAJECTORY_TARGETS}))
+ch.markdown(grid_ladder_findings.grid_ladder_findings(
+    ladder, {**grid_ladder_findings.GRID_TARGETS, **grid_ladder_findings.TRAJECTORY_TARGETS}))
 ladder.drop(columns=["change", "measured"]).set_index("design")
 
 # %% [markdown]
@@ -394,7 +396,7 @@ ch.save_figure(toy_figures.ladder_trajectory_figure(ladder_s5), "toy_grid_ladder
 
 # %%
 ch.markdown(budget_words.book_grid_words(ladder, origin="V") + "\n\n"
-            + toy_design.book_grid_findings(ladder))
+            + grid_ladder_findings.book_grid_findings(ladder))
 
 # %% [markdown]
 # ## How the toy pair's training length was chosen (Part 2)

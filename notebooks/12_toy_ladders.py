@@ -38,16 +38,17 @@ import dataclasses
 import pandas as pd
 from IPython.display import display
 
-from nblib.book import budget_words, findings, toy_design
 from nblib.book.chapter import Chapter
-from nblib.book.figures import figures_root
-from nblib.lccp import downstream, experiments
+from nblib.chapters import budget_words
+from nblib.chapters.appendix import grid_ladder_findings, probe_findings
+from nblib.chapters.figures import figures_root
+from nblib.lccp import downstream, experiments, grid
 from nblib.probes import record_path, records
 
 ch = Chapter("12_toy_ladders", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root, scale=scale,
              allowed_scales=("S5",))
 b = ch.budget
-run = ch.store.run(experiments.trajectory_config(b, scale))  # chapter 4's trajectory, named, not trained
+run = ch.store.run(grid.long_trajectory(b, scale))  # chapter 4's trajectory, named, not trained
 
 # %% [markdown]
 # ## The protocols past the grid
@@ -65,7 +66,7 @@ run = ch.store.run(experiments.trajectory_config(b, scale))  # chapter 4's traje
 # $D_l$, a decayed run should catch up with the constant one further out, where progress slows
 # and the iterate's noise is what is left. The probe `protocol_horizon` measures it past the
 # grid: Linear-Decay runs to each $D_l$ against one Constant trajectory scored Raw and Last4 at
-# the same $D_l$, from the largest $D_s$ (`python -m nblib.book.design_probe --budget-file
+# the same $D_l$, from the largest $D_s$ (`python -m nblib.probes.design_probe --budget-file
 # data/probes/grid_designs/R.toml protocol_horizon --scales S4 S5 --dls 30 60 120 --spacings
 # 2 4`; records in `toy_protocol_horizon.jsonl`, one seed).
 
@@ -75,7 +76,7 @@ horizon = experiments.protocol_horizon_table(records("toy_protocol_horizon")) if
 if horizon is not None and len(horizon):
     ch.save_table(horizon, "protocol_horizon")
     display(horizon.round(3))
-    ch.markdown(findings.protocol_horizon_findings(horizon))
+    ch.markdown(probe_findings.protocol_horizon_findings(horizon))
 else:
     print(f"no records at {horizon_path}")
 
@@ -117,10 +118,10 @@ else:
 # [appendix A](11_toy_design.ipynb)'s ladder against the book's grid, with each target.
 
 # %%
-grid_ladder = toy_design.grid_ladder_table(records("toy_grid_ladder"))
+grid_ladder = grid_ladder_findings.grid_ladder_table(records("toy_grid_ladder"))
 for past_turn in ("Z3", "Z4"):
     if past_turn in set(grid_ladder.design):
-        ch.markdown(f"**{past_turn}**\n\n" + toy_design.past_turn_findings(grid_ladder, past_turn))
+        ch.markdown(f"**{past_turn}**\n\n" + grid_ladder_findings.past_turn_findings(grid_ladder, past_turn))
     else:
         print(f"no ladder row for design {past_turn} (python -m nblib.probes grid_ladder)")
 
@@ -181,7 +182,7 @@ else:
 code_needles_csv = figures_root(b.name) / "05_downstream" / "code_needles.csv"
 code_needles = pd.read_csv(code_needles_csv) if code_needles_csv.is_file() else None
 if code_needles is not None:
-    ch.markdown(findings.code_needle_findings(code_needles, ruler_probe))
+    ch.markdown(probe_findings.code_needle_findings(code_needles, ruler_probe))
 else:
     print(f"no {code_needles_csv}: run chapter 5 first")
 
@@ -230,13 +231,13 @@ if not len(lever_records) and b.long_precision != "fp32":
                                                     else pd.DataFrame({"run": []}), fp32_twin, scale)
     if len(lever_records):
         print(f"the levers below were measured on this trajectory trained in fp32 "
-              f"({experiments.trajectory_config(fp32_twin, scale).hash}); the book's trains LCCP in {b.long_precision}")
+              f"({grid.long_trajectory(fp32_twin, scale).hash}); the book's trains LCCP in {b.long_precision}")
 if len(lever_records):
     levers = downstream.needle_lever_table(lever_records)
     ch.save_table(levers, "code_needle_levers", runs=[run],
                   extra={"lever runs": sorted(set(lever_records["run"]) - {run.hash})})
     display(levers.round(3))
-    ch.markdown(findings.needle_lever_findings(levers))
+    ch.markdown(probe_findings.needle_lever_findings(levers))
 else:
     print(f"no lever records for this trajectory ({run.hash}) in {lever_path}; "
           f"run python -m nblib.probes code_needle_levers after chapter 4")
@@ -245,7 +246,7 @@ else:
 # ## The needles on the trajectories of the design ladder
 #
 # The same probe reads the S5 trajectory of any design of appendix A's ladder (`python -m
-# nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose
+# nblib.probes.design_needles --budget-file data/probes/grid_designs/X.toml`): designs whose
 # Constant LCCP keeps improving LongPPL to the end of the trajectory, and F, where it erodes. The rows
 # below are those records (`code_needle_designs.csv`), the mean over the three single needles,
 # with Fig. 18's best retrieval head on `niah_single_2_code`'s prompts at each point.
@@ -256,7 +257,7 @@ needle_designs = downstream.needle_design_table(all_lever_records)
 if len(needle_designs):
     ch.save_table(needle_designs, "code_needle_designs")
     display(needle_designs.round(3))
-    ch.markdown(findings.needle_design_findings(needle_designs))
+    ch.markdown(probe_findings.needle_design_findings(needle_designs))
 else:
     print(f"no records of a ladder design in {lever_path}")
 
@@ -285,7 +286,7 @@ grid_cols = ["S5 Last4 rho(Dl, LongPPL)", "S1-S3 -> S4 R²", "S1-S4 -> S5 R²"]
 needle_ladder = needle_ladder.merge(records("toy_grid_ladder").rename(columns={"design": "grid row"})
                                     [["grid row", *grid_cols]], on="grid row", how="left")
 display(needle_ladder.drop(columns=["code", "measured"]).set_index("design"))
-ch.markdown(findings.needle_ladder_findings(needle_ladder))
+ch.markdown(probe_findings.needle_ladder_findings(needle_ladder))
 
 # %% [markdown]
 # What the ladder says about §5.1 at toy scale: the trend needs a trajectory that keeps

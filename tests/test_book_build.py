@@ -53,6 +53,27 @@ def test_the_runner_writes_the_summary_once_after_the_chapters(tmp_path, monkeyp
     assert summary.chapter_summary(figures, "smoke") == (written, "written")
 
 
+def test_chapter_times_record_the_code_version_the_chapters_started_from(tmp_path, monkeypatch):
+    """chapter_times.json (and the run report) name the git commit and dirty flag read before the
+    first chapter runs: a commit made while the chapters run does not relabel their times."""
+    from nblib.book import build
+    from nblib.book.run_report import run_report
+
+    monkeypatch.setenv("NBLIB_FIGURES_DIR", str(tmp_path / "figures"))
+    tree = {"git": "a" * 40, "dirty": False, "nblib": "0.1.0"}
+    monkeypatch.setattr(build, "code_version", lambda: dict(tree))
+
+    def chapters_ran(names, *a, **k):  # a commit lands and a file changes while the chapters run
+        tree.update(git="b" * 40, dirty=True)
+        return [{"chapter": n, "status": "ok", "wall_s": 0.0, "error": None} for n in names]
+
+    monkeypatch.setattr(build, "execute_all", chapters_ran)
+    assert build._run_and_build("smoke", tmp_path / "out", ["01_introduction"], False, None, 1, None, None) == 0
+    times = json.loads((tmp_path / "out" / "chapter_times.json").read_text())
+    assert times["code"] == {"git": "a" * 40, "dirty": False, "nblib": "0.1.0"}
+    assert "git `aaaaaaaaaa`)" in run_report(times["chapters"], "smoke", code=times["code"])
+
+
 # --------------------------------------------------------------------------- chapters at once
 
 def _fake_chapter(name, budget, out_dir, params, env):

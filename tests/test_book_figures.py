@@ -74,7 +74,7 @@ def test_book_check_fails_on_a_planted_unlabelled_figure_and_passes_on_the_book(
     """The planted chapter (in the chapter registry) fails the book check (check_book) and
     `run_book` stops before running any chapter; every real chapter passes the figure check."""
     from nblib.book import build
-    from nblib.book.chapters import ChapterEntry
+    from nblib.book.toc import ChapterEntry
 
     assert build.check_figures(build.chapters()) == []
     name = _plant(tmp_path / "notebooks", '\n# %%\nfig, ax = plt.subplots()\nch.save_figure(fig, "loss")\n')
@@ -111,7 +111,7 @@ def _planted_figures() -> dict:
     import numpy as np
     import pandas as pd
 
-    from nblib.book import downstream_figures, protocol_figures
+    from nblib.chapters.part1 import downstream_figures, protocol_figures
 
     rng = np.random.default_rng(0)
     dl_tok = 24576.0 * np.arange(5, 155, 5)  # a trajectory's Last4 points in tokens: 120K to 3.7M
@@ -186,7 +186,7 @@ def test_issue64_figures_are_readable(name):
     """Log axes with >= 3 labelled ticks, axis labels, titles in words, legends off the data,
     no labels written over the points, for each figure as saved (after `tidy`)."""
     plt = _agg()
-    from nblib.book.figures import readability_problems, tidy
+    from nblib.chapters.figures import readability_problems, tidy
 
     fig = _planted_figures()[name]()
     tidy(fig)
@@ -224,7 +224,7 @@ def test_readability_check_fails_on_a_planted_unreadable_figure():
     plt = _agg()
     import numpy as np
 
-    from nblib.book.figures import readability_problems, tidy
+    from nblib.chapters.figures import readability_problems, tidy
 
     fig, ax = plt.subplots()
     x = np.geomspace(2.4e5, 3.4e6, 30)
@@ -247,7 +247,7 @@ def test_token_ticks_give_every_log_axis_three_labels(lo, hi, n):
     plt = _agg()
     import numpy as np
 
-    from nblib.book.figures import token_ticks, tidy
+    from nblib.chapters.figures import token_ticks, tidy
 
     fig, ax = plt.subplots()
     x = np.geomspace(lo, hi, n)

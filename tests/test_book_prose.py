@@ -13,9 +13,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from nblib.book import budget_words, findings, metric_figures, toy_design  # noqa: E402
-from nblib.book.figures import token_ticks  # noqa: E402
 from nblib.budgets import SCALES, get_budget, grid_f  # noqa: E402
+from nblib.chapters import budget_words  # noqa: E402
+from nblib.chapters.appendix import grid_ladder_findings  # noqa: E402
+from nblib.chapters.figures import token_ticks  # noqa: E402
+from nblib.chapters.part1 import law_findings, metric_figures  # noqa: E402
 from nblib.lccp import grid, scaling  # noqa: E402
 
 
@@ -54,11 +56,11 @@ def _ladder(rows):
 def test_book_grid_findings_read_the_latest_row_of_each_grid_and_its_verdict():
     t = _ladder([("F", 0.1, 15.0, 16.0, .9, .9, 60.0), ("F3", 0.28, 14.95, 17.86, .874, .895, 79.8),
                  ("V", -0.95, 5.97, 4.82, .891, .971, 117.0)])
-    text = toy_design.book_grid_findings(t, now="V")
+    text = grid_ladder_findings.book_grid_findings(t, now="V")
     assert "**F** (row F3): S5's Last4 LongPPL 14.95 at 30 -> 17.86 at 120 (rho +0.28)" in text
     assert "Part 1 117.0 min" in text and "F no, V yes" in text
     t.loc[2, "S5 Last4 rho(Dl, LongPPL)"] = -0.79  # past the -0.8 target: V no longer meets it
-    assert "F no, V no" in toy_design.book_grid_findings(t, now="V")
+    assert "F no, V no" in grid_ladder_findings.book_grid_findings(t, now="V")
 
 
 def _law_table(log_linear: bool) -> pd.DataFrame:
@@ -79,22 +81,22 @@ def test_a_fit_on_its_exponent_floor_is_named_log_linear_and_a_power_law_is_not(
     splits = {"S1-S3 → S4": (["S1", "S2", "S3"], ["S4"])}
     power = scaling.holdout_evals(_law_table(False), splits)
     assert scaling.floor_exponents(power["S1-S3 → S4"].fit) == []
-    assert "every exponent inside its bounds" in findings.degenerate_fit_findings(power)
+    assert "every exponent inside its bounds" in law_findings.degenerate_fit_findings(power)
     flat = scaling.holdout_evals(_law_table(True), splits)
     floor = scaling.floor_exponents(flat["S1-S3 → S4"].fit)
     assert floor and set(floor) <= {"alpha", "beta_s", "beta_l"}
-    text = findings.degenerate_fit_findings(flat)
+    text = law_findings.degenerate_fit_findings(flat)
     assert "at the search floor" in text and "log-linear in" in text
 
 
 def test_table3_verdict_turns_when_another_form_beats_the_additive_one():
     t = pd.DataFrame({"variant": ["additive", "no_offset"], "S4 R²": [0.95, 0.90], "S5 R²": [0.93, 0.96],
                       "paper S4 R²": [0.9663, 0.7995], "paper S5 R²": [0.9516, -0.1031]})
-    text = findings.table3_verdict(t)
+    text = law_findings.table3_verdict(t)
     assert "Held out S4: best here **additive** (R² 0.950); additive 0.950 (as in the paper)." in text
     assert "Held out S5: best here **no_offset**" in text and "does not hold at this budget on S5" in text
     t.loc[0, "S5 R²"] = 0.97
-    assert "does not hold" not in findings.table3_verdict(t)
+    assert "does not hold" not in law_findings.table3_verdict(t)
 
 
 def test_training_speed_counts_the_last_stretch_of_a_resumed_run():

@@ -1,4 +1,4 @@
-"""Budget files (nblib.book.budget_file, nblib.book.own_data): a TOML file over a named budget.
+"""Budget files (nblib.budgets.budget_file, nblib.budgets.own_data): a TOML file over a named budget.
 
 Without one every run hash stays what it was (pinned below); a file with only `base` is the
 named budget; an override changes exactly the runs it enters, as the same change made in
@@ -25,10 +25,10 @@ import pytest
 
 import subproc
 
-from nblib.book import own_data as O
+from nblib.budgets import own_data as O
 from nblib.book import plan as P
 from nblib.book.chapter import Chapter
-from nblib.book.budget_file import (BudgetFile, apply_overrides, load_budget_file, parse_set, read_budget_file)
+from nblib.budgets.budget_file import (BudgetFile, apply_overrides, load_budget_file, parse_set, read_budget_file)
 from nblib.budgets import BudgetError, get_budget, grid_f
 from nblib.data import load_corpus, load_tokenizer
 from nblib.data.bpe import TOKENIZER_DIR, train_bpe

@@ -1,4 +1,4 @@
-"""The chapter registry (nblib/book/chapters.py): it agrees with the notebooks, myst.yml, the
+"""The chapter registry (nblib/book/toc.py): it agrees with the notebooks, myst.yml, the
 plan and the book runner, and every way it can disagree is reported with the chapter's name
 before any chapter runs."""
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from nblib.book import build, plan
-from nblib.book.chapters import (CHAPTERS, PARTS, SCORECARD_PAGE, ChapterEntry, chapter_needs, check_registry, input_chapters,
+from nblib.book.toc import (CHAPTERS, PARTS, SCORECARD_PAGE, ChapterEntry, chapter_needs, check_registry, input_chapters,
                                  sync_toc, toc_lines, with_toc)
 from nblib.budgets import get_budget
 from nblib.store.provenance import REPO_ROOT

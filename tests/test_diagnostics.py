@@ -121,7 +121,7 @@ def test_holdout_r2_intervals_bracket_the_point_estimate():
 
 
 def test_grid_checks_findings_state_each_verdict():
-    from nblib.book.findings import grid_checks_findings
+    from nblib.chapters.part1.law_findings import grid_checks_findings
 
     copy = pd.DataFrame([{"scale": "S1", "endpoint": "short stage, smallest Ds", "distance": 32, "gain": 2.5, "copies": True},
                          {"scale": "S1", "endpoint": "LCCP, largest Ds and Dl", "distance": 256, "gain": 0.7,

@@ -70,7 +70,7 @@ def test_needle_lever_table_means_over_tasks_and_keeps_the_last_record():
 
 
 def test_needle_lever_findings_reads_each_depth_between_its_own_points():
-    from nblib.book.findings import needle_lever_findings
+    from nblib.chapters.appendix.probe_findings import needle_lever_findings
 
     rows = [dict(layers=layers, haystack_form="code", key_form="magic", length=64, dl=dl, protocol=protocol,
                  task="a", score=score, needle_gain=gain, first_token_hit=hit)
@@ -110,7 +110,7 @@ def test_needle_trajectory_means_over_the_three_needles_per_point_and_protocol()
 
 
 def test_needle_trajectory_findings_give_rank_correlations_and_the_control():
-    from nblib.book.findings import needle_trajectory_findings
+    from nblib.chapters.part1.downstream_findings import needle_trajectory_findings
 
     traj = pd.DataFrame([dict(dl=dl, protocol=p, score=s, control_score=1.0, piece_hit=h, needle_gain=g)
                          for p in ("Raw", "Last4")
@@ -150,7 +150,7 @@ def test_needle_design_table_reads_the_ladder_designs_only():
 
 
 def test_needle_design_findings_read_last4_from_first_to_last_point():
-    from nblib.book.findings import needle_design_findings
+    from nblib.chapters.appendix.probe_findings import needle_design_findings
 
     base = dict(layers=2, haystack_form="code", key_form="magic", value_form="short", length=64, control_score=5.0,
                 task="a", budget="data/probes/grid_designs/K.toml")
@@ -173,7 +173,7 @@ def test_needle_design_findings_read_last4_from_first_to_last_point():
 
 
 def test_needle_trajectory_findings_name_a_constant_measure_instead_of_a_nan_rho():
-    from nblib.book.findings import needle_trajectory_findings
+    from nblib.chapters.part1.downstream_findings import needle_trajectory_findings
 
     traj = pd.DataFrame([dict(dl=dl, protocol="Last4", score=0.0, control_score=0.0, piece_hit=h, needle_gain=g)
                          for dl, h, g in ((10, 0.2, 1.0), (20, 0.3, 1.5), (40, 0.5, 1.2))])

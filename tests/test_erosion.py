@@ -1,13 +1,13 @@
 """The erosion probe's measures (nblib.probes.erosion) and chapter 2's tables of them
-(nblib.book.toy_erosion), against closed forms and planted records."""
+(nblib.chapters.appendix.toy_erosion), against closed forms and planted records."""
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from nblib.book import toy_erosion
 from nblib.budgets import get_budget
+from nblib.chapters.appendix import toy_erosion
 from nblib.models import build_model
 from nblib.probes import erosion
 

@@ -1,5 +1,5 @@
 """One source for the grid's counts: `make plan` (nblib.book.plan), the GPU check
-(benchmarks/gpu_check.py) and chapter 2's design table (nblib.book.toy_design) count the runs,
+(benchmarks/gpu_check.py) and chapter 2's design table (nblib.chapters.appendix.toy_design) count the runs,
 tokens and steps of chapters 2-4 from nblib.lccp.grid's run configs.
 
 The second count here does not use `grid.grid_runs` or `grid.trained_tokens`: it takes the
@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 
 from nblib.book import plan as P
-from nblib.book import budget_words as BW
-from nblib.book import toy_design as TD
 from nblib.budgets import SCALES, get_budget
+from nblib.chapters import budget_words as BW
+from nblib.chapters.appendix import toy_design as TD
+from nblib.gemma import pair
 from nblib.lccp import experiments, grid
 
 BUDGETS = ("smoke", "toy", "full")
@@ -150,6 +151,8 @@ def test_placeholder_corpus_changes_names_not_counts():
     real = grid.short_stage(b, "S1")
     assert fake.trunk.data["corpus_id"] == "x" and real.trunk.data["corpus_id"] != "x"  # not memoized across
     assert [grid.trained_tokens(c) for c in fake.all()] == [grid.trained_tokens(c) for c in real.all()]
+    with grid.placeholder_corpus("x"):  # Models A and B too: `make plan` at full needs no FineWeb
+        assert pair.pair_configs(get_budget("full"))["B"].data["corpus_id"] == "x"
 
 
 def test_toy_shape_words_are_the_budgets():
@@ -160,3 +163,12 @@ def test_toy_shape_words_are_the_budgets():
     full = BW.shape_words(get_budget("full"))
     assert full.startswith("S1 d512 x 11 layers (8 x 64-dim heads, 4 KV heads), S2 d768 x 10 layers")
     assert "smeared" not in full and "tied" not in full
+
+
+def test_the_long_trajectory_has_one_home():
+    """Chapter 4's S5 trajectory is `grid.long_trajectory`, the run chapter 4's Constant configs
+    end with (experiments.trajectory_config, its copy, is gone)."""
+    b = get_budget("toy")
+    assert not hasattr(experiments, "trajectory_config")
+    assert experiments.constant_configs(b)[-1].hash == grid.long_trajectory(b, "S5").hash
+    assert experiments.trajectory_lineage(b, "S5")[-1].hash == grid.long_trajectory(b, "S5").hash

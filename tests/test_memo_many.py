@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import pytest
 import torch
+
+import subproc
 
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training.runner import MemoJob, get_or_run, memo_many
@@ -105,3 +108,27 @@ def test_fewer_missing_than_min_parallel_are_computed_here_without_a_pool(finish
     s3, r3 = _copy(finished, tmp_path / "at")
     with pytest.raises(AssertionError, match="a pool started"):  # at min_parallel the pool is used
         memo_many(s3, _jobs(r3), workers=2, progress=False, min_parallel=len(_jobs(r3)))
+
+
+# Jupyter interrupts a kernel's process group, then shuts the kernel down (jupyter_client's
+# shutdown_kernel): here a process whose memo pool has gone idle does the same to its own group
+# (subproc.run starts it in a group of its own) and exits.
+INTERRUPTED_KERNEL = """
+import os, signal, time
+from nblib.training.runner import memo_pool
+if __name__ == "__main__":
+    pool = memo_pool(1)
+    pool.submit(time.sleep, 0.1).result()             # the worker up, then idle
+    signal.signal(signal.SIGINT, lambda *a: None)     # the kernel: an interrupt while idle is no error
+    os.killpg(os.getpgrp(), signal.SIGINT)
+    time.sleep(1)
+    print("done", flush=True)
+"""
+
+
+def test_idle_memo_workers_print_no_traceback_when_the_kernel_is_interrupted_and_exits(tmp_path):
+    script = tmp_path / "kernel.py"
+    script.write_text(INTERRUPTED_KERNEL)
+    r = subproc.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr
+    assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from nblib.book.paper_map import PAPER_MAP
+from nblib.chapters.claims.paper_map import PAPER_MAP
 
 REPO = Path(__file__).resolve().parent.parent
 STATUSES = ("done", "library", "planned", "not reproduced")
@@ -48,7 +48,7 @@ def test_the_markdown_paper_map_has_every_row():
     """Chapter 1 shows the whole map as one Markdown table: a line per row, none left out ("...")."""
     from markdown_it import MarkdownIt
 
-    from nblib.book.paper_map import paper_map, paper_map_markdown
+    from nblib.chapters.claims.paper_map import paper_map, paper_map_markdown
     pm = paper_map()
     md = paper_map_markdown(pm)
     lines = md.strip().splitlines()

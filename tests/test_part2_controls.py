@@ -138,7 +138,7 @@ def test_distance_table_ratio_and_intervals():
 
 
 def test_attention_findings_read_the_distance_table():
-    from nblib.book import blog_findings
+    from nblib.chapters.part2 import blog_findings
     names = {"A": "Model A (GPT-2)", "B": "Model B (Gemma 3-style)"}
     rows = []
     for measure, (ma, mb) in zip(AT.DISTANCE_MEASURES.values(), ((60.0, 40.0), (50.0, 45.0))):

@@ -2,6 +2,7 @@
 chapter counted the way the grid builds its runs, and chapters at `full` stopping in their
 setup cell with that list."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -99,10 +100,75 @@ def test_compute_counts_the_runs_the_grid_builds():
     assert per["02_setup"] == _trained_tokens([grid.reference_config(b)])
     assert per["03_scaling_law"] == _trained_tokens(grid.linear_decay_grid(b, SCALES))
     assert per["04_constant_last4"] == _trained_tokens(experiments.constant_configs(b))
-    assert per["06_models_ab"] == _trained_tokens(pair.pair_configs(b).values())
+    assert per["06_models_ab"] == _trained_tokens(pair.part2_configs(b))
     p = b.pair
-    assert per["09_yarn"] == p.finetune_steps * p.batch_size * p.seq_len
+    assert per["09_yarn"] == 3 * p.finetune_steps * p.batch_size * p.seq_len  # two fine-tunes and their control
 
+
+def test_the_plan_lists_chapter_6_and_9s_ladders_and_controls():
+    """Chapter 6 trains Models A and B, their training-length ladders and the all-global control
+    with its ladder (`pair.train_pair`); chapter 9 the YaRN fine-tunes of Model B and of the
+    control, and Model B continued with plain RoPE. Every row is the current pair's shape."""
+    from nblib.gemma import extension
+    from nblib.store.runstore import Run
+
+    b = get_budget("toy")
+    rows = [r for r in P.run_list(b) if r["chapter"] in ("06_models_ab", "09_yarn")]
+    what = [(r["chapter"], r["what"]) for r in rows]
+    n = len(b.pair.length_fractions)
+    assert what == [("06_models_ab", "Model A"), ("06_models_ab", "Model B"),
+                    ("06_models_ab", f"Model A training-length ladder ({n} shorter budgets)"),
+                    ("06_models_ab", f"Model B training-length ladder ({n} shorter budgets)"),
+                    ("06_models_ab", "Model B all-global control (100% of the pair's tokens)"),
+                    ("06_models_ab", f"Model B all-global control ladder ({n} shorter budgets)"),
+                    ("09_yarn", "Model B YaRN x4 fine-tune"),
+                    ("09_yarn", "Model B continued with plain RoPE (the fine-tune's control)"),
+                    ("09_yarn", "all-global Model B YaRN x4 fine-tune")]
+    for r in rows:  # the pair of nblib/budgets/pair.py: 8 layers of width 80 at toy
+        shape = b.pair.model_a if r["family"] == "gpt2" else b.pair.model_b
+        assert (r["model"]["n_layers"], r["model"]["d_model"]) == (shape["n_layers"], shape["d_model"]) == (8, 80)
+    with grid.placeholder_corpus():
+        parent = Run(REPO_ROOT, pair.pair_configs(b)["B"])
+        ft = extension.finetune_config(b, parent)
+        cont = extension.continued_config(b, parent)
+    tokens = {r["what"]: r["tokens"] for r in rows}
+    assert tokens["Model B YaRN x4 fine-tune"] == ft.total_steps * ft.tokens_per_step
+    assert tokens["Model B continued with plain RoPE (the fine-tune's control)"] == cont.total_steps * cont.tokens_per_step
+    ladder = pair.ladder_configs(b)
+    assert tokens[f"Model A training-length ladder ({n} shorter budgets)"] == _trained_tokens(
+        [c for (k, _), c in ladder.items() if k == "A"])
+    smoke = [r["what"] for r in P.run_list(get_budget("smoke")) if "all-global control" in r["what"]]
+    assert smoke == ["Model B all-global control (75% of the pair's tokens)",
+                     "Model B all-global control ladder (2 shorter budgets)"]  # its fractions below 0.75
+
+
+def test_disk_counts_every_optimizer_state_a_run_keeps():
+    """Closed forms. A trunk that later runs branch from keeps its optimizer state in every
+    checkpoint (Models A and B: n_checkpoints evenly spaced plus one where each shorter budget
+    branches off), so its disk is (4 + 12) bytes a parameter per checkpoint; any other run keeps
+    the newest two states (the trainer's KEEP_RESUMABLE); a short stage is its trunk and its WSD
+    decays."""
+    from nblib.training.train import _ckpt_steps
+
+    b = get_budget("toy")
+    p = b.pair
+    with grid.placeholder_corpus():
+        a = pair.pair_configs(b)["A"]
+        short = grid.short_stage(b, "S1")
+    rows = P.compute_table(b).set_index("run")
+    k = p.n_checkpoints + len(p.length_fractions)
+    assert len(_ckpt_steps(a)) == k and P.optimizer_states(a) == k
+    n_a = P._model_cost("gpt2", p.model_a, p.seq_len)[1]
+    assert rows.loc["Model A", "checkpoint GB"] == pytest.approx((4 + 12) * n_a * k / 1e9, rel=1e-12)
+    assert P.optimizer_states(dataclasses.replace(a, keep_optimizer="last")) == 2
+    trunk, decays = short.trunk, [c for c in short.all() if c is not short.trunk]
+    k_trunk, k_decays = len(_ckpt_steps(trunk)), [len(_ckpt_steps(c)) for c in decays]
+    assert trunk.keep_optimizer == "all" and all(c.keep_optimizer == "last" for c in decays) and decays
+    n_s1 = P._model_cost("llama", {k: v for k, v in trunk.model.items() if k != "family"}, trunk.seq_len)[1]
+    closed = (4 * n_s1 * (k_trunk + sum(k_decays)) + 12 * n_s1 * (k_trunk + sum(min(2, x) for x in k_decays))) / 1e9
+    row = rows.loc[[r for r in rows.index if r.startswith("S1 short stage")][0]]
+    assert row["checkpoint GB"] == pytest.approx(closed, rel=1e-12)
+    assert row["checkpoint GB"] > (4 * n_s1 * (k_trunk + sum(k_decays)) + 12 * n_s1) / 1e9  # the old estimate
 
 def test_gpu_hours_follow_flops_peak_and_mfu():
     t1 = P.compute_table(get_budget("toy"), peak_tflops=100, mfu=0.5)

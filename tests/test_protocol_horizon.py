@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from nblib.book import design_probe
 from nblib.budgets import get_budget
 from nblib.lccp import experiments, grid
 from nblib.lccp.evaluation import Evaluator, evaluate_many
+from nblib.probes import design_probe
 from nblib.probes import protocol_horizon as P
 from nblib.store.runstore import RunStore
 
@@ -93,7 +93,7 @@ def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
 def test_the_table_pairs_protocols_and_the_findings_name_where_ld_turns():
     import pandas as pd
 
-    from nblib.book.findings import protocol_horizon_findings
+    from nblib.chapters.appendix.probe_findings import protocol_horizon_findings
 
     rows = [dict(budget="data/probes/grid_designs/R.toml", scale="S4", ds=450, dl=dl, protocol=p, longppl=v)
             for dl, vals in ((30, (6.3, 6.0, 5.9)), (60, (5.5, 5.5, 5.4)), (120, (4.8, 5.0, 4.9)))
@@ -128,7 +128,7 @@ def test_a_probe_run_through_design_probe_records_the_command_that_reruns_it():
 def test_the_turn_line_names_where_ld_stays_below_raw_and_a_single_dip():
     import pandas as pd
 
-    from nblib.book.findings import protocol_turn_line
+    from nblib.chapters.part1.protocol_findings import protocol_turn_line
 
     gaps = {("toy", "S4"): (0.5, 0.4, 0.3), ("A", "S4"): (0.2, -0.1, -0.3), ("A", "S2"): (0.3, -0.1, 0.2)}
     rows = [dict(design=d, scale=s, dl=dl, **{"LD - Raw": g})

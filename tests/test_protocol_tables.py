@@ -4,7 +4,7 @@ Linear-Decay with the same keys, and the long trajectory's Raw and Last4 points.
 import pandas as pd
 import pytest
 
-from nblib.book.figures import table_problems
+from nblib.chapters.figures import table_problems
 from nblib.lccp import experiments
 
 

@@ -1,4 +1,4 @@
-"""The scorecard (nblib.book.scorecard): every claim's verdict turns when a value is planted on
+"""The scorecard (nblib.chapters.claims): every claim's verdict turns when a value is planted on
 either side of its rule's threshold in a figures folder, each number is read from that folder,
 and the page lists every claim."""
 
@@ -8,7 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nblib.book import scorecard as SC
+from nblib.chapters.claims import blog_claims as BC
+from nblib.chapters.claims import claim as CL
+from nblib.chapters.claims import lccp_claims as LC
+from nblib.chapters.claims import noise
+from nblib.chapters.claims import scorecard as SC
+from nblib.probes import grid_ladder as GL
 
 
 def _put(root, chapter, name, df):
@@ -175,7 +180,7 @@ def test_the_slow_band_excess_is_read_against_the_untrained_control(tmp_path):
 
 
 def _yarn(root, zero, ft):
-    names = [SC.ZERO_SHOT, SC.FINE_TUNE, SC.ZERO_SHOT_CONTROL, SC.FINE_TUNE_CONTROL]
+    names = [BC.ZERO_SHOT, BC.FINE_TUNE, BC.ZERO_SHOT_CONTROL, BC.FINE_TUNE_CONTROL]
     _put(root, "09_yarn", "yarn_intervals", pd.DataFrame(
         {"difference": names, "tokens": 1024, "ppl a": 10.0, "ppl b": [10 - 10 * zero, 10 - 10 * ft] * 2,
          "a - b": [10 * zero, 10 * ft] * 2, "95% lo": 0.0, "95% hi": 1.0}))
@@ -243,15 +248,15 @@ def test_a_planted_value_on_each_side_of_the_threshold_turns_the_verdict(tmp_pat
     claim = SC.CLAIMS[i]
     good(tmp_path / "good")
     bad(tmp_path / "bad")
-    verdict = {k: SC.scorecard(SC.Figures(tmp_path / k, "toy"), [claim]).iloc[0]
+    verdict = {k: SC.scorecard(CL.Figures(tmp_path / k, "toy"), [claim]).iloc[0]
                for k in ("good", "bad")}
     assert verdict["good"].verdict == "reproduced", verdict["good"].toy
     assert verdict["bad"].verdict == "not", verdict["bad"].toy
-    assert SC.scorecard(SC.Figures(tmp_path / "empty", "toy"), [claim]).iloc[0].verdict == "not measured"
+    assert SC.scorecard(CL.Figures(tmp_path / "empty", "toy"), [claim]).iloc[0].verdict == "not measured"
 
 
 def _one(root, prefix):
-    return SC.scorecard(SC.Figures(root, "toy"), [SC.CLAIMS[_claim(prefix)]]).iloc[0]
+    return SC.scorecard(CL.Figures(root, "toy"), [SC.CLAIMS[_claim(prefix)]]).iloc[0]
 
 
 @pytest.mark.parametrize("kwargs, failed", [
@@ -300,7 +305,7 @@ def test_table14_noise_is_the_paired_bootstrap_of_the_cells_the_table_averages(t
     """A second computation: the mean of the cells' differences is the table's Last4 - Raw, and
     the interval is stats.paired_bootstrap's over those cells."""
     _table14(tmp_path, 0.2, 0.1)
-    t = SC.table14_noise(SC.Figures(tmp_path, "toy")).set_index("stage")
+    t = noise.table14_noise(CL.Figures(tmp_path, "toy")).set_index("stage")
     assert t.loc["4x extension", "Last4 - Raw"] == pytest.approx(0.2)
     assert t.loc["4x extension", "cells"] == 16 and t.loc["long-context SFT", "cells"] == 24
     assert t.loc["4x extension", "95% lo"] < 0.2 < t.loc["4x extension", "95% hi"]
@@ -333,15 +338,15 @@ def _ladder(values, budgets=(1.0, 2.0, 4.0)):
 
 
 def test_out_of_reach_needs_three_budgets_and_a_trend_that_reaches_the_target_beyond_them():
-    closing = SC.out_of_reach(_ladder([0.2, 0.4, 0.6]), target=1.0)
+    closing = noise.out_of_reach(_ladder([0.2, 0.4, 0.6]), target=1.0)
     assert closing["out_of_reach"] and closing["budget"] == pytest.approx(16.0)  # 0.2 a doubling: 1.0 at 16
-    assert not SC.out_of_reach(_ladder([0.6, 0.5, 0.6]), target=1.0)["out_of_reach"]  # does not close
-    assert not SC.out_of_reach(_ladder([0.6, 0.4, 0.2]), target=1.0)["out_of_reach"]  # moves away
-    assert not SC.out_of_reach(_ladder([0.2, 0.6]), target=1.0)["out_of_reach"]  # two budgets
-    assert not SC.out_of_reach(_ladder([0.2, 0.6, 1.1]), target=1.0)["out_of_reach"]  # reached at the largest
-    lower = SC.out_of_reach(_ladder([0.5, 0.4, 0.3]), target=0.1, higher=False)
+    assert not noise.out_of_reach(_ladder([0.6, 0.5, 0.6]), target=1.0)["out_of_reach"]  # does not close
+    assert not noise.out_of_reach(_ladder([0.6, 0.4, 0.2]), target=1.0)["out_of_reach"]  # moves away
+    assert not noise.out_of_reach(_ladder([0.2, 0.6]), target=1.0)["out_of_reach"]  # two budgets
+    assert not noise.out_of_reach(_ladder([0.2, 0.6, 1.1]), target=1.0)["out_of_reach"]  # reached at the largest
+    lower = noise.out_of_reach(_ladder([0.5, 0.4, 0.3]), target=0.1, higher=False)
     assert lower["out_of_reach"] and lower["budget"] == pytest.approx(16.0)
-    assert "out of reach at toy" in SC.VERDICTS and not any("out_of_reach" in str(c.measure) for c in SC.CLAIMS)
+    assert "out of reach at toy" in CL.VERDICTS and not any("out_of_reach" in str(c.measure) for c in SC.CLAIMS)
 
 
 @pytest.mark.parametrize("ratio, lo, hi, verdict", [(1.6, 1.4, 1.8, "reproduced"), (1.05, 0.9, 1.2, "within noise"),
@@ -354,23 +359,23 @@ def test_the_distance_ratio_with_an_interval_that_holds_one_is_within_noise(tmp_
 def test_control_rows_are_shown_and_not_counted(tmp_path):
     for _, good, _ in PLANTS + PLANTS[:1]:  # the law's tables last: they hold two seeds at every point
         good(tmp_path)
-    t = SC.scorecard(SC.Figures(tmp_path, "toy"))
+    t = SC.scorecard(CL.Figures(tmp_path, "toy"))
     counts = SC.verdict_counts(t)
     assert sum(counts.values()) == len(SC.CLAIMS) - sum(c.control for c in SC.CLAIMS) > 0
-    assert "**control: reproduced**" in SC.scorecard_markdown(SC.Figures(tmp_path, "toy"))
+    assert "**control: reproduced**" in SC.scorecard_markdown(CL.Figures(tmp_path, "toy"))
 
 
 def test_a_verdict_line_names_the_verdict_the_number_and_the_rule(tmp_path):
     _r2(tmp_path, 0.9, exponent=3.0)
-    line = SC.verdict_line(SC.Figures(tmp_path, "toy"), "§3.3, Fig. 3")
+    line = SC.verdict_line(CL.Figures(tmp_path, "toy"), "§3.3, Fig. 3")
     assert line.startswith("**Verdict (§3.3, Fig. 3): partly.**") and "α at its ceiling" in line
     with pytest.raises(ValueError, match="no claim at 'Fig. 99'"):
-        SC.verdict_line(SC.Figures(tmp_path, "toy"), "Fig. 99")
+        SC.verdict_line(CL.Figures(tmp_path, "toy"), "Fig. 99")
 
 
 @pytest.mark.parametrize("higher", [True, False])
 def test_a_rule_names_its_thresholds_and_reads_partly_between_them(higher):
-    r = SC.Rule(0.9, 0.5) if higher else SC.Rule(5, 20, higher=False, unit="%")
+    r = CL.Rule(0.9, 0.5) if higher else CL.Rule(5, 20, higher=False, unit="%")
     assert r.verdict(0.7 if higher else 10) == "partly" and r.verdict(float("nan")) == "not measured"
     assert r.words() == ("reproduced ≥ 0.9; partly ≥ 0.5" if higher else "reproduced ≤ 5%; partly ≤ 20%")
 
@@ -378,7 +383,7 @@ def test_a_rule_names_its_thresholds_and_reads_partly_between_them(higher):
 def test_the_page_lists_every_claim_with_a_verdict(tmp_path):
     for _, good, _ in PLANTS + PLANTS[:1]:  # the law's tables last: they hold two seeds at every point
         good(tmp_path)
-    text = SC.scorecard_markdown(SC.Figures(tmp_path, "toy"))
+    text = SC.scorecard_markdown(CL.Figures(tmp_path, "toy"))
     for c in SC.CLAIMS:
         assert SC._cell(c.claim) in text
     counted = len(SC.CLAIMS) - sum(c.control for c in SC.CLAIMS)
@@ -392,21 +397,21 @@ def test_the_spread_counts_the_book_grids_reruns_and_says_what_varied(tmp_path, 
     grid, counting only the rows that measured that number, labelled by what varied between them
     (grid_ladder.RAN_ON): precision and instruction set on one host, or hosts; and nothing for a
     build that is not the toy's."""
-    g = SC.GL.BOOK_GRID_DESIGN
+    g = GL.BOOK_GRID_DESIGN
     ladder = pd.DataFrame({"design": [g, f"{g}2", f"{g}3", "F"],
-                           SC.GL.S5_RHO: [-0.967, -0.951, np.nan, 0.283],
-                           **{c: [0.886, 0.874, 0.902, 0.5] for c in SC.GL.R2.values()}})
-    monkeypatch.setattr(SC, "records", lambda name: ladder)
-    monkeypatch.setattr(SC.GL, "RAN_ON", {g: ("host a", "bf16"), f"{g}2": ("host a", "fp32"),
-                                          f"{g}3": ("host b", "bf16")})
+                           GL.S5_RHO: [-0.967, -0.951, np.nan, 0.283],
+                           **{c: [0.886, 0.874, 0.902, 0.5] for c in GL.R2.values()}})
+    monkeypatch.setattr(LC, "records", lambda name: ladder)
+    monkeypatch.setattr(GL, "RAN_ON", {g: ("host a", "bf16"), f"{g}2": ("host a", "fp32"),
+                                       f"{g}3": ("host b", "bf16")})
     _trajectory(tmp_path, -1)
     _r2(tmp_path, 0.9)
-    toy = SC.Figures(tmp_path, "toy")
-    assert SC._s5_trajectory(toy).shown.endswith(f"; precision and instruction set, one host ({g}, {g}2): "
+    toy = CL.Figures(tmp_path, "toy")
+    assert LC._s5_trajectory(toy).shown.endswith(f"; precision and instruction set, one host ({g}, {g}2): "
                                                  "-0.967 to -0.951")
     assert f"; 2 hosts, precision and instruction set ({g}, {g}2, {g}3): 0.874 to 0.902 / 0.874 to 0.902" in \
-        SC._law(toy).shown
-    assert "host" not in SC._s5_trajectory(SC.Figures(tmp_path, "smoke")).shown
-    monkeypatch.setattr(SC, "records", lambda name: ladder.iloc[[0, 3]])
-    assert "host" not in SC._s5_trajectory(toy).shown
-    assert SC.GL.what_varied([g, "unknown"]) == "runs (what varied is not recorded)"
+        LC._law(toy).shown
+    assert "host" not in LC._s5_trajectory(CL.Figures(tmp_path, "smoke")).shown
+    monkeypatch.setattr(LC, "records", lambda name: ladder.iloc[[0, 3]])
+    assert "host" not in LC._s5_trajectory(toy).shown
+    assert GL.what_varied([g, "unknown"]) == "runs (what varied is not recorded)"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from nblib.book import summary as S
-from nblib.book.scorecard import VERDICTS
+from nblib.chapters.claims.claim import VERDICTS
 from nblib.store.provenance import REPO_ROOT
 
 ROW = {"work": "LCCP paper", "source": "-", "toy": "-", "value": 1.0, "rule": "-", "why": "-"}

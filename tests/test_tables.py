@@ -1,9 +1,9 @@
-"""Saved tables keep the columns that label their rows (nblib.book.figures)."""
+"""Saved tables keep the columns that label their rows (nblib.chapters.figures)."""
 
 import numpy as np
 import pandas as pd
 
-from nblib.book.figures import identifying_columns, table_problems, with_row_labels
+from nblib.chapters.figures import identifying_columns, table_problems, with_row_labels
 
 
 def test_a_labelled_index_becomes_a_column_and_a_plain_one_does_not():

@@ -1,10 +1,10 @@
-"""Chapter 2's toy-design evidence (nblib.book.toy_design) on records whose answers are known."""
+"""Chapter 2's toy-design evidence (nblib.chapters.appendix.toy_design) on records whose answers are known."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from nblib.book import toy_design as TD
+from nblib.chapters.appendix import toy_design as TD
 
 
 def _record(batch, lr, losses, gains, seq_len=128, steps=(100, 200, 300, 400)):
@@ -112,7 +112,7 @@ def test_smear_ablation_rejects_other_records():
 def test_lccp_rope_drops_and_s2_heads_table_known_answers():
     """The RoPE-base probe's drop of log LongPPL between two Dl points, its spread across scales
     (NaN with one scale), and the S2 head table's 'falls with Ds' verdict, on made-up records."""
-    from nblib.book.toy_design import lccp_rope_drops, lccp_rope_table, s2_heads_table
+    from nblib.chapters.appendix.toy_design import lccp_rope_drops, lccp_rope_table, s2_heads_table
 
     def rec(scale, base, ds, l10, l30, heads=1, hs=32):
         return {"scale": scale, "ds_mult": ds, "lr": 3e-4, "lr_frac": 0.03, "rope_base": base, "weight_decay": 0.1,
@@ -131,7 +131,7 @@ def test_lccp_rope_drops_and_s2_heads_table_known_answers():
 
 
 def test_lccp_rate_drops_one_row_per_rate_at_one_base():
-    from nblib.book.toy_design import lccp_rate_drops, lccp_rope_table
+    from nblib.chapters.appendix.toy_design import lccp_rate_drops, lccp_rope_table
 
     def rec(scale, frac, base, l10, l30):
         return {"scale": scale, "ds_mult": 270, "lr": 1e-2 * frac, "lr_frac": frac, "rope_base": base,
@@ -148,7 +148,7 @@ def test_lccp_rate_drops_one_row_per_rate_at_one_base():
 
 
 def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
-    from nblib.book.toy_design import GRID_TARGETS, grid_ladder_findings, grid_ladder_table
+    from nblib.chapters.appendix.grid_ladder_findings import GRID_TARGETS, grid_ladder_findings, grid_ladder_table
 
     r2a, r2b, ccc, share = GRID_TARGETS
     recs = pd.DataFrame([
@@ -169,7 +169,7 @@ def test_grid_ladder_names_what_each_design_meets_and_what_none_reaches():
 
 
 def test_grid_ladder_reads_upper_bounds_for_the_trajectory_targets():
-    from nblib.book.toy_design import TRAJECTORY_TARGETS, grid_ladder_findings, grid_ladder_table
+    from nblib.chapters.appendix.grid_ladder_findings import TRAJECTORY_TARGETS, grid_ladder_findings, grid_ladder_table
 
     rho, cl4a, cl4b = TRAJECTORY_TARGETS
     recs = pd.DataFrame([{"design": "X", "change": "a", "code": "", "S1-S3 -> S4 R²": 0.9, "S1-S4 -> S5 R²": 0.9,
@@ -212,7 +212,7 @@ def test_design_table_reads_the_toy_budget_and_the_papers_numbers():
 
 
 def test_past_turn_findings_compare_a_design_with_the_books_grid_against_each_target():
-    from nblib.book.toy_design import past_turn_findings
+    from nblib.chapters.appendix.grid_ladder_findings import grid_ladder_table, past_turn_findings
     from nblib.probes import grid_ladder as GL
 
     def row(design, r2, ccc, share, rho, cl4, spread, gap):
@@ -220,8 +220,8 @@ def test_past_turn_findings_compare_a_design_with_the_books_grid_against_each_ta
                 GL.CCC: ccc, GL.LAST4_LE_RAW: share, GL.S5_RHO: rho, GL.CL4_R2["held-out S4 R²"]: cl4,
                 GL.CL4_R2["S5 trajectory R²"]: cl4, GL.S4_RANGE: spread, GL.GAP: gap}
 
-    ladder = TD.grid_ladder_table(pd.DataFrame([row(GL.BOOK_GRID_DESIGN, 0.94, 0.62, 29.2, -0.97, 0.9, 0.6, 0.3),
-                                                row("Q", 0.1, 0.95, 90.0, -0.5, -2.0, 0.15, -0.15)]))
+    ladder = grid_ladder_table(pd.DataFrame([row(GL.BOOK_GRID_DESIGN, 0.94, 0.62, 29.2, -0.97, 0.9, 0.6, 0.3),
+                                             row("Q", 0.1, 0.95, 90.0, -0.5, -2.0, 0.15, -0.15)]))
     text = past_turn_findings(ladder, "Q")
     assert f"{GL.CCC} 0.62 -> **0.95** (target 0.9: met)" in text
     assert f"{GL.LAST4_LE_RAW} 29.2 -> **90** (target 85: met)" in text

@@ -144,7 +144,7 @@ def test_position_loss_uniform_model_is_ln_v_everywhere(uniform_model):
 
 # ----------------------------------------------------------------------------- figures
 def test_only_the_toy_budget_writes_to_figures(monkeypatch):
-    from nblib.book.figures import figures_root
+    from nblib.chapters.figures import figures_root
     from nblib.store.provenance import REPO_ROOT
 
     monkeypatch.delenv("NBLIB_FIGURES_DIR", raising=False)

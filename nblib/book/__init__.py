@@ -1,11 +1,10 @@
-"""The book itself: the chapter runner, a chapter's helpers, figures, findings and the paper map.
+"""The book runner: run, time, build, check, plan and report.
 
-Modules: chapters (the registry: each chapter's order, title, part and needs), build
-(`python -m nblib.book run|test|sync|toc`: papermill, timings, the HTML build and its checks),
-plan (`make plan`: the inputs a budget needs and its compute), budget_file and own_data (a TOML
-budget file over a named budget; a user's corpus and tokenizer), chapter (what every chapter
-opens with), figures (saving figures and tables with
-manifests), findings and blog_findings (the sentences a chapter states from its numbers), paper_map and
-paper_values (the paper's equations, figures and numbers). May import every other nblib package;
-nothing imports it.
+Modules: toc (the chapter registry: each chapter's order, title, part and needs; myst.yml's
+table of contents), build (`python -m nblib.book run|test|sync|toc`: papermill, timings, the
+HTML build and its checks), chapter (what every chapter opens and closes with), plan (`make
+plan`: the inputs a budget needs, its compute and disk), html (Node.js and the HTML build),
+nbval_runs (nbval-lax beside the chapters), run_report (the "Run report" page) and summary (the
+scorecard's summary, summary.json). What the chapters say and draw is in nblib.chapters; budget
+files are in nblib.budgets. May import every other nblib package; nothing imports it.
 """

@@ -8,13 +8,13 @@
     python -m nblib.book toc                   # write myst.yml's table of contents from the registry
 
 Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`, and
-listed in the chapter registry (nblib.book.chapters: order, title, part, and whose runs each
+listed in the chapter registry (nblib.book.toc: order, title, part, and whose runs each
 reads); `run` and `test` stop before any chapter runs when the two disagree.
 Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
 chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page. After the
 chapters, as it writes the scorecard page, it writes the scorecard's summary (nblib.book.summary:
 the counts by verdict, the claims rated reproduced) to `<figures>/summary.json`; chapter 1 shows it.
-With a budget file (nblib.book.budget_file) every chapter gets it as its `budget_file`
+With a budget file (nblib.budgets.budget_file) every chapter gets it as its `budget_file`
 parameter (with `--set`s, the file and the sets written as one, `<out>/budget.toml`), its
 figures go to `<out>/figures/`, and the run report names the file and its sha256.
 """
@@ -39,22 +39,23 @@ import nbformat
 import pandas as pd
 import papermill as pm
 
-from nblib.book import scorecard
-from nblib.book.budget_file import BudgetFile
-from nblib.book.chapters import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
-from nblib.book.figures import figure_problems, figures_root, table_problems
 from nblib.book.html import BOOK, build_html, preflight_html
 from nblib.book.nbval_runs import NbvalRuns
 from nblib.book.plan import budget_source
 from nblib.book.run_report import run_report
 from nblib.book.summary import repo_relative, site_page, write_summary
+from nblib.book.toc import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.budgets import get_budget
+from nblib.budgets.budget_file import BudgetFile
+from nblib.chapters.claims.claim import Figures
+from nblib.chapters.claims.scorecard import scorecard_markdown
+from nblib.chapters.figures import figure_problems, figures_root, table_problems
 from nblib.cli import run_cli
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.provenance import REPO_ROOT, code_version
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
-NOT_RUN = "no chapter was run: the notebooks and the chapter registry (nblib/book/chapters.py) disagree"
+NOT_RUN = "no chapter was run: the notebooks and the chapter registry (nblib/book/toc.py) disagree"
 
 
 def chapters() -> list[str]:
@@ -420,12 +421,15 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
 
 def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, params: dict | None, jobs: int,
                    source: BudgetFile | None, chapter_file: BudgetFile | None, on_done=None) -> int:
-    """run_book's work once everything is checked: the chapters, their timings, the book."""
+    """run_book's work once everything is checked: the chapters, their timings, the book. The
+    code version the timings and the report name is the one the chapters started from (a commit
+    made while they run does not relabel them)."""
+    code = code_version()
     t0 = time.time()
     times = execute_all(names, budget, out_dir, params, jobs=jobs, on_done=on_done)
     elapsed = round(time.time() - t0, 1)
     atomic_write_json(out_dir / "chapter_times.json", {
-        "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code_version(),
+        "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code,
         **({"budget_file": chapter_file.record(), "budget_file_given": source.record()} if source else {})})
     print("[book] chapter wall times:")
     for t in times:
@@ -439,8 +443,8 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
     path = write_summary(figures_root(budget), budget)  # once, after the chapters; chapter 1 shows it
     print(f"[book] summary of the scorecard: {repo_relative(path)}")
     if build:
-        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file),
-                   scorecard.scorecard_markdown(scorecard.Figures(figures_root(budget), budget)))
+        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file, code=code),
+                   scorecard_markdown(Figures(figures_root(budget), budget)))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
         problems += browser_check(html, out_dir / "screenshots")

@@ -22,12 +22,14 @@ import matplotlib.pyplot as plt
 from IPython.display import Image, display
 from markdown_it import MarkdownIt
 
-from nblib.book.budget_file import read_budget_file
-from nblib.book.figures import figures_root, save_figure, save_table
-from nblib.book.own_data import own_data
 from nblib.book.plan import require_inputs
-from nblib.book.scorecard import Figures, table14_noise, verdict_line
 from nblib.budgets import BudgetError, check_scale, get_budget
+from nblib.budgets.budget_file import read_budget_file
+from nblib.budgets.own_data import own_data
+from nblib.chapters.claims.claim import Figures
+from nblib.chapters.claims.noise import table14_noise
+from nblib.chapters.claims.scorecard import verdict_line
+from nblib.chapters.figures import figures_root, save_figure, save_table
 from nblib.store.provenance import REPO_ROOT, set_budget_file
 from nblib.store.runstore import RunStore
 
@@ -116,12 +118,12 @@ class Chapter:
     def verdict(self, where: str) -> None:
         """Show the scorecard's verdict on the claim at `where` (e.g. "§3.3, Fig. 3"), read from
         the tables this build has saved so far, with the toy's number and the rule: the sentence
-        under a section's "What we see" (`nblib.book.scorecard.verdict_line`)."""
+        under a section's "What we see" (`nblib.chapters.claims.scorecard.verdict_line`)."""
         self.markdown(verdict_line(Figures(figures_root(self.budget.name), self.budget.name), where))
 
     def table14_noise(self):
         """Table 14's later stages with their paired-bootstrap intervals, from this build's tables
-        (`nblib.book.scorecard.table14_noise`)."""
+        (`nblib.chapters.claims.noise.table14_noise`)."""
         return table14_noise(Figures(figures_root(self.budget.name), self.budget.name))
 
     @property

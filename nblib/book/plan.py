@@ -7,12 +7,14 @@ and how much compute and disk those chapters will take.
     require_inputs(get_budget("full"), "03_scaling_law")    # what every chapter calls first
 
 Every missing input is listed at once, each with what it is, where it is expected and how to
-provide it. With a budget file (nblib.book.budget_file) the plan first shows each field the
+provide it. With a budget file (nblib.budgets.budget_file) the plan first shows each field the
 file overrides beside the base budget's value, then the inputs at the file's paths. The
 compute table counts the training runs each chapter adds (a run is counted in the first
-chapter that trains it): tokens, FLOPs from the models' analytic count
-(`flops_per_token`, App. A.3's 6N plus attention), GPU-hours at a stated MFU on a stated GPU,
-and the checkpoint disk the run store will hold.
+chapter that trains it), from the run configs the chapters train: tokens, FLOPs from the
+models' analytic count (`flops_per_token`, App. A.3's 6N plus attention), GPU-hours at a
+stated MFU on a stated GPU, and the checkpoint disk the run store will hold: the weights of
+every kept checkpoint and each optimizer state kept beside them (every checkpoint of a trunk
+that later runs branch from, the newest `KEEP_RESUMABLE` of any other run).
 """
 
 from __future__ import annotations
@@ -27,24 +29,28 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from nblib.book.budget_file import BudgetFile, read_budget_file
-from nblib.book.chapters import input_chapters
-from nblib.book.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
+from nblib.book.toc import input_chapters
 from nblib.budgets import Budget, BudgetError, get_budget
+from nblib.budgets.budget_file import BudgetFile, read_budget_file
+from nblib.budgets.own_data import TOKENIZER_FOLDER, own_data, retrained_bpe
 from nblib.cli import run_cli
 from nblib.data.bpe import TOKENIZER_DIR
 from nblib.data.corpus import STDLIB_SPEC, find_manifest, stdlib_root
+from nblib.gemma import extension, pair
 from nblib.lccp import grid
 from nblib.models import build_model
 from nblib.store.provenance import REPO_ROOT
-from nblib.training.train import _ckpt_steps
+from nblib.store.runstore import Run
+from nblib.training.train import KEEP_RESUMABLE, _ckpt_steps
 
-LCCP_CHAPTERS = input_chapters("lccp")  # the chapters that read the LCCP inputs (nblib.book.chapters)
+LCCP_CHAPTERS = input_chapters("lccp")  # the chapters that read the LCCP inputs (nblib.book.toc)
 PAIR_CHAPTERS = input_chapters("gemma")  # those that read Models A and B's corpus and tokenizer
 # The default GPU of the compute table: H100 SXM, dense bf16 (the paper trained on H800s,
 # the same compute die). MFU 0.4 is a good single-node figure for these model sizes.
 DEFAULT_PEAK_TFLOPS = 989.0
 DEFAULT_MFU = 0.4
+WEIGHT_BYTES = 4  # a parameter's fp32 weight in a checkpoint
+OPTIMIZER_BYTES = 12  # a parameter's share of one optimizer state, as the estimate counts it (an upper bound)
 
 
 class MissingInputsError(BudgetError):
@@ -90,7 +96,7 @@ RETRAINED = f"trained on the corpus at first use, pinned in <run store>/{TOKENIZ
 def inputs(b: Budget) -> list[Input]:
     """Every input of budget `b`, with the chapters that read it (LCCP paper App. A.3-A.4;
     the Gemma blog's FineWeb-Edu and GPT-2 tokenizer for chapters 6-10). A base budget's
-    BPE kept over another corpus is trained by the chapter (nblib.book.own_data): not missing."""
+    BPE kept over another corpus is trained by the chapter (nblib.budgets.own_data): not missing."""
     retrained = retrained_bpe(b)
     out = [
         Input("LCCP corpus", b.corpus, _spec_path(b.corpus),
@@ -161,43 +167,80 @@ def _model_cost(family: str, model: dict, seq_len: int) -> tuple[float, int]:
     return m.flops_per_token(seq_len, training=True), m.n_params(non_embedding=False)
 
 
-def _steps(tokens: int, tokens_per_step: int) -> int:
-    return max(1, int(round(tokens / tokens_per_step)))
+def optimizer_states(config) -> int:
+    """Checkpoints of a run that keep its optimizer state once it has finished: every one of a
+    trunk that later runs branch from (`keep_optimizer="all"`: the short stage's stable run,
+    Models A and B and the all-global control, whose shorter budgets start at their kept
+    steps), else the newest `KEEP_RESUMABLE` (the trainer drops the older ones' state)."""
+    n = len(_ckpt_steps(config))
+    return n if config.keep_optimizer == "all" else min(KEEP_RESUMABLE, n)
+
+
+def checkpoint_bytes(n_params: int, checkpoints: int, optimizer_states: int) -> int:
+    """Disk of a run's checkpoints: fp32 weights in each, and an optimizer state in those that
+    keep one (`optimizer_states`)."""
+    return WEIGHT_BYTES * n_params * checkpoints + OPTIMIZER_BYTES * n_params * optimizer_states
+
+
+def _parent(config) -> Run:
+    """A run of `config` to build a child config from (its config and hash; nothing is read)."""
+    return Run(Path("."), config)
+
+
+def pair_stages(b: Budget, seed: int = 0) -> list[tuple[str, str, tuple]]:
+    """Part 2's training runs as (chapter, what, configs), from the configs the chapters train:
+    chapter 6's Models A and B, their training-length ladders, and the all-global Model B with
+    its own shorter budgets (`pair.part2_configs`: chapter 6 trains them all, chapter 9 reads
+    the control); chapter 9's YaRN fine-tune of Model B, its control (Model B continued with
+    plain RoPE for the same steps) and the fine-tune of the all-global model."""
+    p = b.pair
+    base = pair.pair_configs(b, seed)
+    ladder = pair.ladder_configs(b, seed)
+    control = pair.all_global_config(b, seed)
+    control_ladder = pair.ladder_configs(b, seed, models=("B-global",))
+    out = [("06_models_ab", "Model A", (base["A"],)), ("06_models_ab", "Model B", (base["B"],))]
+    for key, name in (("A", "Model A"), ("B", "Model B")):
+        runs = tuple(c for (k, _), c in ladder.items() if k == key)
+        out.append(("06_models_ab", f"{name} training-length ladder ({len(runs)} shorter budgets)", runs))
+    out.append(("06_models_ab", f"Model B all-global control ({p.control_fraction:.0%} of the pair's tokens)",
+                (control,)))
+    if control_ladder:
+        out.append(("06_models_ab", f"Model B all-global control ladder ({len(control_ladder)} shorter budgets)",
+                    tuple(control_ladder.values())))
+    b_run, control_run = _parent(base["B"]), _parent(control)
+    out += [("09_yarn", f"Model B YaRN x{p.yarn_factor} fine-tune", (extension.finetune_config(b, b_run),)),
+            ("09_yarn", "Model B continued with plain RoPE (the fine-tune's control)",
+             (extension.continued_config(b, b_run),)),
+            ("09_yarn", f"all-global Model B YaRN x{p.yarn_factor} fine-tune",
+             (extension.finetune_config(b, control_run),))]
+    return out
 
 
 def run_list(b: Budget) -> list[dict]:
     """The training runs of every chapter: {chapter, what, family, model, seq_len, tokens,
-    checkpoints}. Chapters 2-4 are the stages of `nblib.lccp.grid.grid_runs`, counted over
-    their run configs: tokens are those a run trains itself (`grid.trained_tokens`: a WSD
-    branch continues its trunk), checkpoints those the trainer keeps."""
+    checkpoints, optimizer_states}, counted over the run configs the chapters train: chapters
+    2-4's stages of `nblib.lccp.grid.grid_runs`, chapters 6 and 9's `pair_stages`. Tokens are
+    those a run trains itself (`grid.trained_tokens`: a WSD branch continues its trunk),
+    checkpoints those the trainer keeps, optimizer states those it keeps beside them."""
     out = []
-
-    def add(chapter, what, family, model, seq_len, tokens, checkpoints):
-        out.append(dict(chapter=chapter, what=what, family=family, model=model, seq_len=seq_len,
-                        tokens=int(tokens), checkpoints=int(checkpoints)))
-
     with grid.placeholder_corpus():  # counts do not depend on the corpus, which may not be here yet
-        stages = grid.grid_runs(b)
-    for st in stages:
-        first = st.configs[0]
-        model = {k: v for k, v in first.model.items() if k != "family"}
-        add(st.chapter, st.what, first.model["family"], model, first.seq_len, st.trained_tokens,
-            sum(len(_ckpt_steps(c)) for c in st.configs))
-    if b.pair is not None:
-        p = b.pair
-        tps = p.batch_size * p.seq_len
-        for tag, family, model in (("A", "gpt2", p.model_a), ("B", "gemma3", p.model_b)):
-            add("06_models_ab", f"Model {tag}", family, model, p.seq_len, _steps(p.n_tokens, tps) * tps,
-                p.n_checkpoints)
-        add("09_yarn", f"Model B YaRN x{p.yarn_factor} fine-tune", "gemma3", p.model_b, p.seq_len * p.yarn_factor,
-            p.finetune_steps * tps, math.ceil(p.finetune_steps / p.finetune_snapshot_every))
+        stages = [(st.chapter, st.what, st.configs) for st in grid.grid_runs(b)]
+        stages += pair_stages(b) if b.pair is not None else []
+    for chapter, what, configs in stages:
+        first = configs[0]
+        out.append(dict(chapter=chapter, what=what, family=first.model["family"],
+                        model={k: v for k, v in first.model.items() if k != "family"}, seq_len=first.seq_len,
+                        tokens=int(sum(grid.trained_tokens(c) for c in configs)),
+                        checkpoints=int(sum(len(_ckpt_steps(c)) for c in configs)),
+                        optimizer_states=int(sum(optimizer_states(c) for c in configs))))
     return out
 
 
 def compute_table(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TFLOPS,
                   mfu: float = DEFAULT_MFU) -> pd.DataFrame:
     """Per chapter: runs, tokens, training FLOPs, GPU-hours at `mfu` of `peak_tflops`, and
-    checkpoint disk (fp32 weights per kept checkpoint plus the newest optimizer state)."""
+    checkpoint disk (`checkpoint_bytes`: fp32 weights per kept checkpoint, and each optimizer
+    state kept beside them)."""
     if not 0 < mfu <= 1:
         raise ValueError(f"mfu={mfu!r} is not allowed; allowed: a fraction in (0, 1]")
     if not peak_tflops > 0:
@@ -210,7 +253,7 @@ def compute_table(b: Budget, chapters=None, peak_tflops: float = DEFAULT_PEAK_TF
         flops = r["tokens"] * fpt
         rows.append({"chapter": r["chapter"], "run": r["what"], "context": r["seq_len"], "tokens": r["tokens"],
                      "FLOPs": flops, "GPU-hours": flops / (peak_tflops * 1e12 * mfu) / 3600,
-                     "checkpoint GB": (4 * params * r["checkpoints"] + 12 * params) / 1e9})
+                     "checkpoint GB": checkpoint_bytes(params, r["checkpoints"], r["optimizer_states"]) / 1e9})
     return pd.DataFrame(rows, columns=["chapter", "run", "context", "tokens", "FLOPs", "GPU-hours", "checkpoint GB"])
 
 

@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from nblib.book.budget_file import BudgetFile
+from nblib.budgets.budget_file import BudgetFile
 from nblib.store.provenance import REPO_ROOT, code_version
 
 
@@ -68,13 +68,15 @@ def benchmark_tables(results: Path | None = None) -> list[str]:
 
 
 def run_report(times: list[dict], budget: str, elapsed: float | None = None, jobs: int = 1,
-               source: BudgetFile | None = None, chapter_file: BudgetFile | None = None) -> str:
+               source: BudgetFile | None = None, chapter_file: BudgetFile | None = None,
+               code: dict | None = None) -> str:
     """Markdown of the 'Run report' page: each chapter's wall time and the machine (and, when
     chapters ran `jobs` at a time, the `elapsed` wall time of them all); with a budget file
     (`source`, and `chapter_file` when --set values were folded into a file of their own),
-    the file, its sha256 and the fields it overrides, so every figure names its data."""
+    the file, its sha256 and the fields it overrides, so every figure names its data. `code`:
+    the code version the chapters ran (default: the tree's now)."""
     total = sum(t["wall_s"] for t in times)
-    code = code_version()
+    code = code or code_version()
     lines = [
         "# Run report", "",
         f"The book was last executed at the **{budget}** budget on "

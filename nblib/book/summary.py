@@ -33,13 +33,14 @@ from pathlib import Path
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from nblib.book.chapters import CHAPTERS
-from nblib.book.scorecard import VERDICTS, Figures, scorecard
+from nblib.book.toc import CHAPTERS
+from nblib.chapters.claims.claim import VERDICTS, Figures
+from nblib.chapters.claims.scorecard import scorecard
 from nblib.store.atomic import atomic_write_text
 from nblib.store.provenance import REPO_ROOT
 
 SUMMARY_FILE = "summary.json"
-SCORECARD = "book/scorecard.md"  # the page with every row (nblib.book.chapters.SCORECARD_PAGE)
+SCORECARD = "book/scorecard.md"  # the page with every row (nblib.book.toc.SCORECARD_PAGE)
 
 
 def _verdicts() -> tuple[str, ...]:
@@ -75,7 +76,7 @@ def tables_sha256(root) -> str:
 
 
 def summary_json(table: pd.DataFrame, figures_root_rel: str, budget: str = "", tables: str = "") -> dict:
-    """The summary of a scorecard table (`nblib.book.scorecard.scorecard`): the counts by verdict
+    """The summary of a scorecard table (`nblib.chapters.claims.scorecard.scorecard`): the counts by verdict
     over the rows that are not controls (a table without a `control` column has none), and the
     reproduced claims, each with its chapter and a link to it (none without a `chapter` column).
     `figures_root_rel`: the figures folder the table was read from, relative to the repository."""

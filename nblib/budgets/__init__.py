@@ -15,9 +15,15 @@ token multiples scaled by `multiple_scale`, every code path in seconds.
 
 Every chapter validates its papermill parameters through `get_budget` / `get_scale`, so a
 wrong value fails at once with the allowed values listed. The Gemma blog's Models A and B at
-each budget are in `pair.py`.
+each budget are in `pair.py`; every threshold a claim is judged by in `targets.py`. A budget
+file (a TOML file over a named budget, README "Your own data") is read and checked in
+`budget_file.py`, which also gives every command line that takes `--budget` its
+`--budget-file` (`add_budget_args`, `budget_from_args`); `own_data.py` retrains the toy's BPE
+on a budget file's own corpus and sets every model's vocabulary from the tokenizer it reads.
 
-The package may import `nblib.models` (a scale's parameter count) and nothing else of nblib.
+The package may import `nblib.models` (a scale's parameter count; a budget file's model
+tables are checked by building their config), `nblib.data` (a budget file names a corpus and
+a tokenizer, so budgets read data) and `nblib.store` (atomic writes); nothing that trains.
 """
 
 from __future__ import annotations

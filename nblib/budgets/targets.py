@@ -1,9 +1,9 @@
 """Every threshold the book judges a claim by, in one place.
 
-The scorecard (`nblib.book.scorecard`), the chapters' verdict sentences (`nblib.book.findings`,
-`nblib.book.blog_findings`) and the appendix's ladders (`nblib.probes.grid_ladder`,
-`nblib.probes.needle_ladder`, `nblib.book.grid_ladder_findings`) all read them from here, so a
-claim has one target wherever it is judged. Each value says what it is a threshold of; where a
+The scorecard (`nblib.chapters.claims`), the chapters' verdict sentences (`nblib.chapters.part1`'s
+findings, `nblib.chapters.part2.blog_findings`) and the appendix's ladders (`nblib.probes.grid_ladder`,
+`nblib.probes.needle_ladder`, `nblib.chapters.appendix.grid_ladder_findings`) all read them from
+here, so a claim has one target wherever it is judged. Each value says what it is a threshold of; where a
 source gives the number, the source is named. Thresholds are numbers, not code: this module
 imports nothing.
 

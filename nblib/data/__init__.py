@@ -11,6 +11,8 @@
 May import nblib.store (atomic writes, the repository root) and nblib.cli; nothing that trains.
 """
 
+from contextvars import ContextVar
+
 import numpy as np
 
 from nblib.data.corpus import (
@@ -48,6 +50,10 @@ __all__ = [
 
 _CORPORA: dict = {}
 _TOKENIZERS: dict = {}
+# Set while a budget is counted whose corpus may not be here (nblib.lccp.grid.placeholder_corpus,
+# `make plan`): the identity every config names instead of the corpus' content hash. Configs
+# built then (the grid's, Models A and B's, the fine-tunes') do not hash as the run store's.
+CORPUS_PLACEHOLDER: ContextVar[str | None] = ContextVar("corpus_placeholder", default=None)
 
 
 def get_corpus(spec: str) -> Corpus:
@@ -58,7 +64,10 @@ def get_corpus(spec: str) -> Corpus:
 
 
 def corpus_identity(spec: str) -> str:
-    """Content hash of a corpus: part of every run's identity, so results name their data."""
+    """Content hash of a corpus: part of every run's identity, so results name their data
+    (`CORPUS_PLACEHOLDER` instead, while it is set)."""
+    if CORPUS_PLACEHOLDER.get():
+        return CORPUS_PLACEHOLDER.get()
     try:
         return get_corpus(spec).identity
     except (FileNotFoundError, ValueError) as e:

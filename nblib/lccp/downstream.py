@@ -21,7 +21,7 @@ from nblib.budgets import PAPER_POST_TRAINING_POINTS, Budget
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
-from nblib.lccp import experiments
+from nblib.lccp import experiments, grid
 from nblib.lccp.merge import merge
 from nblib.metrics.attention_maps import retrieval_head_scores
 from nblib.store.runstore import Run, RunStore
@@ -257,7 +257,7 @@ def needle_lever_records(records: pd.DataFrame, b: Budget, scale: str) -> pd.Dat
     deeper variants otherwise). Records of older designs, whose runs no longer match, drop out."""
     if records.empty or "layers" not in records.columns:
         return records.iloc[0:0]
-    runs = {L: experiments.trajectory_config(b.with_model(scale, n_layers=int(L)), scale).hash
+    runs = {L: grid.long_trajectory(b.with_model(scale, n_layers=int(L)), scale).hash
             for L in records["layers"].unique()}
     return records[records["run"] == records["layers"].map(runs)]
 
@@ -288,7 +288,7 @@ def needle_lever_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def needle_design_table(records: pd.DataFrame) -> pd.DataFrame:
     """The code-form needles on the S5 trajectories of chapter 2's ladder designs (records of
-    `python -m nblib.book.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
+    `python -m nblib.probes.design_needles --budget-file data/probes/grid_designs/X.toml`): one row
     per (design, haystack, key and value form, Dl/N, protocol, prompts per needle), the mean over the three
     single needles of the score with its binomial standard error (each prompt of a single needle
     scores 0 or 100, so the mean over k needles of n prompts each has SE

@@ -80,13 +80,8 @@ def constant_configs(b: Budget, scales=("S1", "S2", "S3", "S4"), trajectory_scal
             for seed in range(b.n_constant_seeds):
                 cfgs.append(grid.lccp_constant(b, scale, ds, b.dl_multiples[-1], seed))
     if trajectory_scale:
-        cfgs.append(trajectory_config(b, trajectory_scale))
+        cfgs.append(grid.long_trajectory(b, trajectory_scale))
     return cfgs
-
-
-def trajectory_config(b: Budget, scale: str):
-    """The long Constant trajectory (§4.2: S5, Ds = 450N, to Dl = 120N, checkpoints every 1N)."""
-    return grid.lccp_constant(b, scale, b.ds_multiples[-1], b.s5_trajectory, 0, ckpt_every=b.s5_ckpt_every)
 
 
 def trajectory_compute(b: Budget, scale: str, peak_flops: float = 989e12, mfu: float = 0.4) -> dict:
@@ -107,7 +102,7 @@ def trajectory_lineage(b: Budget, scale: str) -> list:
     """The configs behind the long Constant trajectory, parents first: the stable trunk, the WSD
     run at the largest Ds it starts from, and the trajectory itself."""
     short = grid.short_stage(b, scale)
-    return [short.trunk, short.wsd[b.ds_multiples[-1]], trajectory_config(b, scale)]
+    return [short.trunk, short.wsd[b.ds_multiples[-1]], grid.long_trajectory(b, scale)]
 
 
 def trajectory_run(ev: Evaluator, scale: str, workers=None) -> Run:

@@ -18,35 +18,31 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from nblib.budgets import SCALES, Budget
-from nblib.data import corpus_identity
+from nblib.data import CORPUS_PLACEHOLDER, corpus_identity
 from nblib.store.runstore import RunConfig
 from nblib.training.schedules import wsd_stable_steps
 from nblib.training.threads import KERNEL_THREADS
 
 
-# Set inside `placeholder_corpus`: the corpus identity configs name instead of the corpus' hash
-_CORPUS_PLACEHOLDER: ContextVar[str | None] = ContextVar("corpus_placeholder", default=None)
-
-
 @contextmanager
 def placeholder_corpus(name: str = "placeholder: corpus not read"):
     """Within the block, configs name `name` as their corpus identity instead of reading the
-    corpus for its content hash: for counting a budget whose corpus is not here yet (`make
-    plan`, the GPU check's dry run). Their hashes are not the run store's; never train them."""
-    token = _CORPUS_PLACEHOLDER.set(name)
+    corpus for its content hash (`nblib.data.corpus_identity`, so Models A and B's configs too):
+    for counting a budget whose corpus is not here yet (`make plan`, the GPU check's dry run).
+    Their hashes are not the run store's; never train them."""
+    token = CORPUS_PLACEHOLDER.set(name)
     try:
         yield
     finally:
-        _CORPUS_PLACEHOLDER.reset(token)
+        CORPUS_PLACEHOLDER.reset(token)
 
 
 def data_config(budget: Budget, stage: str) -> dict:
     """Data stream of a stage: 'short' (packed), 'long' (LCCP mixture) or 'ext' (128K mixture)."""
-    corpus_id = _CORPUS_PLACEHOLDER.get() or corpus_identity(budget.corpus)
+    corpus_id = corpus_identity(budget.corpus)
     base = {"corpus": budget.corpus, "corpus_id": corpus_id, "tokenizer": budget.tokenizer, "split": "train"}
     if stage == "short":
         return {**base, "stream": "packed", "seq_len": budget.short_seq_len}
@@ -99,7 +95,7 @@ def short_stage(budget: Budget, scale: str, seed: int = 0, ds_multiples=None) ->
     short stage once. The returned configs are shared; do not modify them.
     """
     ds_multiples = tuple(ds_multiples or budget.ds_multiples)
-    key = (repr(budget), scale, seed, ds_multiples, _CORPUS_PLACEHOLDER.get())
+    key = (repr(budget), scale, seed, ds_multiples, CORPUS_PLACEHOLDER.get())
     if key not in _SHORT_STAGES:
         _SHORT_STAGES[key] = _build_short_stage(budget, scale, seed, ds_multiples)
     return _SHORT_STAGES[key]

@@ -5,11 +5,13 @@
 RUN_DIR is either a run-store folder (it holds config.json and ckpt/step_*/) or a folder
 of safetensors checkpoints named by step (`step_000123.safetensors` or
 `step_000123/model.safetensors`); the latter needs --model-config (a JSON of
-{"family": ..., **config}), --tokens-per-step and --budget (whose annotated LongPPL test set
-and tokenizer are used; its reference must exist in --run-root, or --train-reference trains
-it there). Checkpoints are verified (sha256) before use and evaluations are cached under the
-hash of the weights they read, so changed weights are evaluated anew; a run-store run's
-Last4 points share the cache of `Evaluator.merged`, so what chapter 4 evaluated is read.
+{"family": ..., **config}), --tokens-per-step and --budget or --budget-file (whose annotated
+LongPPL test set and tokenizer are used; its reference must exist in --run-root, or
+--train-reference trains it there). A run-store run is evaluated at the budget it was trained
+at, or at a --budget-file over that budget. Checkpoints are verified (sha256) before use and
+evaluations are cached under the hash of the weights they read, so changed weights are
+evaluated anew; a run-store run's Last4 points share the cache of `Evaluator.merged`, so what
+chapter 4 evaluated is read.
 Errors print one line and exit 2.
 
 At every `eval-every`-th checkpoint it evaluates Last4 (the checkpoint and the three
@@ -36,6 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from nblib.budgets import get_budget  # noqa: E402
+from nblib.budgets.budget_file import add_budget_args, budget_from_args  # noqa: E402
 from nblib.cli import run_cli  # noqa: E402
 from nblib.lccp.evaluation import Evaluator, annotation_path  # noqa: E402
 from nblib.lccp.grid import reference_config  # noqa: E402
@@ -66,12 +69,14 @@ def _folder_checkpoints(folder: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def collect(run_dir: Path, args):
+def collect(run_dir: Path, args, budget=None):
     """(steps->weights, tokens_per_step, evaluate(window steps)->{long_ppl, short_ppl}).
 
     A run-store run's Last4 goes through `Evaluator.merged`, the cache the chapters read too,
     so a point chapter 4 has evaluated is read, not recomputed. A plain folder's Last4 is
-    cached in <folder>/.monitor under the hash of the weights it reads."""
+    cached in <folder>/.monitor under the hash of the weights it reads. `budget`: the
+    command line's (`--budget` or `--budget-file`; a run-store run takes a budget file's only,
+    over the budget it was trained at)."""
     if (run_dir / "config.json").exists():
         cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
         store = RunStore(run_dir.parent)
@@ -83,12 +88,18 @@ def collect(run_dir: Path, args):
         for c in ckpts:  # corrupt weights are reported first, before anything is evaluated
             verify_checkpoint(c.path, deep=True)
         steps = {c.step: c.weights for c in ckpts}
-        ev = _evaluator(get_budget(cfg.budget), store, args.train_reference)
+        if args.budget_file and budget.name != cfg.budget:
+            raise MonitorError(f"--budget-file {args.budget_file} (base {budget.name!r}) is not allowed for run "
+                               f"{run.hash}, trained at {cfg.budget!r}; allowed: a budget file whose base is "
+                               f"{cfg.budget!r}")
+        b = budget if args.budget_file else get_budget(cfg.budget)
+        ev = _evaluator(b, store, args.train_reference)
         return steps, cfg.tokens_per_step, lambda window: ev.merged(run, window, "lastM", m=len(window))
-    missing = [o for o in ("model_config", "tokens_per_step", "budget") if getattr(args, o) is None]
+    missing = [f"--{o.replace('_', '-')}" for o in ("model_config", "tokens_per_step") if getattr(args, o) is None]
+    missing += ["--budget (or --budget-file)"] if budget is None else []
     if missing:
         raise MonitorError(f"{run_dir} is not a run-store run (no config.json); a plain checkpoint folder needs "
-                           + ", ".join("--" + m.replace("_", "-") for m in missing))
+                           + ", ".join(missing))
     mc = json.loads(Path(args.model_config).read_text())
     if not isinstance(mc, dict) or "family" not in mc:
         raise MonitorError(f"--model-config {args.model_config}: expected a JSON object with 'family' and that "
@@ -107,7 +118,7 @@ def collect(run_dir: Path, args):
         return model.eval()
 
     steps = _folder_checkpoints(run_dir)
-    ev = _evaluator(get_budget(args.budget), RunStore(args.run_root), args.train_reference)
+    ev = _evaluator(budget, RunStore(args.run_root), args.train_reference)
     cache = run_dir / ".monitor"
 
     def evaluate_window(window):
@@ -204,7 +215,7 @@ def forecast(points: list[dict], future: list[float], n_boot: int = 200, seed: i
     return {"fit": fit.absolute_params(), "predictions": rows, "n_boot_used": len(boot)}
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m nblib.lccp.monitor", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--eval-every", type=int, default=5, help="evaluate Last4 at every k-th checkpoint (paper: 5)")
@@ -215,18 +226,24 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default=None, help="write a PNG of the points and the forecast")
     ap.add_argument("--model-config", default=None, help="plain folders: JSON of {family, **config}")
     ap.add_argument("--tokens-per-step", type=int, default=None, help="plain folders: tokens per optimizer step")
-    ap.add_argument("--budget", default=None, help="plain folders: the budget whose LongPPL test set to use")
+    add_budget_args(ap, default=None, help="plain folders: the budget whose LongPPL test set to use")
     ap.add_argument("--run-root", default=None, help="plain folders: the run store holding that budget's "
                                                     "LongPPL reference and annotation")
     ap.add_argument("--train-reference", action="store_true",
                     help="train the budget's LongPPL reference if the run store lacks it (minutes at toy)")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
+    budget, _ = budget_from_args(ap, args)  # a bad --budget or --budget-file stops here, before any work
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise MonitorError(f"{run_dir} is not a folder")
     if args.eval_every < 1:
         raise MonitorError(f"--eval-every must be >= 1, got {args.eval_every}")
-    steps, tps, evaluate_window = collect(run_dir, args)
+    steps, tps, evaluate_window = collect(run_dir, args, budget)
     if args.last4_spacing < 1:
         raise MonitorError(f"--last4-spacing must be >= 1 (checkpoints), got {args.last4_spacing}")
     need = 3 * args.last4_spacing + 1

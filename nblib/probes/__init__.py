@@ -33,8 +33,12 @@ module that writes it and each write's command, commit, time and machine (`resul
 chapters read them with `records(name)`. Probes build their runs through the grid
 (`nblib.lccp.grid`, `configs`) or the pair (`nblib.gemma.pair`), never by hand.
 
+A probe that takes a budget runs on a design of the ladder (a budget file, data/probes/grid_designs/)
+through `design_probe` (`python -m nblib.probes.design_probe --budget-file F PROBE ...`) and, for
+the code-needle levers, `design_needles`.
+
 The probes may import every package above them in nblib's table (training, lccp, gemma and
-below); the book may import them.
+below); the chapters' content (nblib.chapters) and the book may import them.
 """
 
 from nblib.probes.results import RESULTS, record_path, records

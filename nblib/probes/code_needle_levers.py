@@ -34,8 +34,11 @@ its short stage and Constant trajectory trained into the store up to the largest
     python -m nblib.probes code_needle_levers --forms code:magic comments:magic prose:magic \\
         prose:word code:word --points 10 120 --samples 20
     python -m nblib.probes code_needle_levers --layers 4 --forms prose:word code:magic --points 10 30
-    python -m nblib.book.design_needles --budget-file data/probes/grid_designs/L.toml \\
+    python -m nblib.probes code_needle_levers --budget-file data/probes/grid_designs/L.toml \\
         --forms code:magic:short code:magic --points 10 40 80 120   # a ladder design's S5
+
+(`python -m nblib.probes.design_needles --budget-file F ...`, which wrote the earlier records of
+ladder designs, runs the same.)
 
 A form's optional third part is the value form (`code_niah`'s `value_form`: "ruler", RULER's
 7-digit numbers and UUIDs, or "short", values of at most two pieces, generation stopped two
@@ -50,11 +53,11 @@ import time
 
 import numpy as np
 
-from nblib.budgets import get_budget
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.data import get_corpus, get_tokenizer
 from nblib.evals import code_niah as CN
 from nblib.evals import ruler as R
-from nblib.lccp import experiments
+from nblib.lccp import experiments, grid
 from nblib.lccp.merge import merge
 from nblib.metrics.attention_maps import retrieval_head_scores
 from nblib.probes import results
@@ -66,7 +69,7 @@ RECORDS = ("toy_code_needle_levers.jsonl",)
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes code_needle_levers", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="toy")
+    add_budget_args(p, default="toy", help="the budget whose S5 trajectory is probed")
     p.add_argument("--scale", default="S5")
     p.add_argument("--forms", nargs="+", default=["code:magic", "comments:magic", "prose:magic", "code:word",
                                                    "prose:word"],
@@ -82,11 +85,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
-    """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
-    budget file's, read by `python -m nblib.book.design_needles` (budget files are the book's)."""
-    argv, a = results.parse_probe_args(parser(), argv)
-    b = budget or get_budget(a.budget)
-    budget_name = budget_name or b.name
+    """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget` and
+    `--budget-file`: a budget file's, read by `python -m nblib.probes.design_needles`."""
+    p = parser()
+    argv, a = results.parse_probe_args(p, argv)
+    b, budget_name = (budget, budget_name or budget.name) if budget is not None else budget_from_args(p, a)
     tok = get_tokenizer(b.tokenizer)
     hay = [d.text for d in get_corpus(b.corpus).split("eval")]
     store = RunStore(a.run_root)
@@ -95,7 +98,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
         b = dataclasses.replace(b.with_model(a.scale, n_layers=a.layers), s5_trajectory=max(a.points))
         get_or_run_many(store, experiments.trajectory_lineage(b, a.scale), workers=1,
                         desc=f"{a.scale} with {a.layers} layers")
-    cfg = experiments.trajectory_config(b, a.scale)
+    cfg = grid.long_trajectory(b, a.scale)
     if not store.run(cfg).is_complete():
         raise SystemExit(f"error: the {a.scale} trajectory ({cfg.hash}) is not in {a.run_root}; run chapters 1-4 first")
     run = store.run(cfg)

@@ -32,7 +32,8 @@ import time
 import numpy as np
 import torch
 
-from nblib.budgets import Budget, get_grid
+from nblib.budgets import Budget
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.data import get_corpus, get_tokenizer, make_stream
 from nblib.data.corpus import split_documents
 from nblib.lccp import grid
@@ -128,8 +129,8 @@ def checkpoint_record(model, ev: Evaluator, middles, middle_ann, windows, tok) -
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes erosion", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="F",
-                   help="the grid probed: F (budgets.grid_f, the grid its records were taken on), or smoke, toy, full")
+    add_budget_args(p, default="F", grids=True,
+                    help="the grid probed (F: budgets.grid_f, the grid its records were taken on)")
     p.add_argument("--scale", default="S4")
     p.add_argument("--ds", type=float, default=270)
     p.add_argument("--lr-frac", type=float, default=0.1)
@@ -152,8 +153,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    argv, a = results.parse_probe_args(parser(), argv)
-    base = get_grid(a.budget)
+    p = parser()
+    argv, a = results.parse_probe_args(p, argv)
+    base, name = budget_from_args(p, a)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     store = RunStore(a.run_root)
     ev = Evaluator.build(base, store)
@@ -193,7 +195,7 @@ def main(argv=None) -> int:
                 model = run.load_model(step)
             with torch.no_grad():
                 rec = checkpoint_record(model, ev, middles, middle_ann, windows, tok)
-            rec = {"budget": b.name, "scale": a.scale, "ds_mult": ds, "lr_frac": a.lr_frac,
+            rec = {"budget": name, "scale": a.scale, "ds_mult": ds, "lr_frac": a.lr_frac,
                    "kv_expanded_from": shape.scale(a.scale).model["n_kv_heads"] if expand else None,
                    "batch_long": a.batch_long, **({"aligned": True} if a.aligned else {}), "n_heads": spec.model["n_heads"],
                    "n_kv_heads": spec.model["n_kv_heads"], "n_params": b.n_params(a.scale), "unit": b.unit,

@@ -18,7 +18,7 @@ wrote (`figures/` or a build's, e.g. `_build/avx2/figures`): R² from
 03_scaling_law/fig03_r2_intervals.csv, CCC and the gap from 04_constant_last4/fig04b_ccc.csv.
 The Last4 <= Raw share is in no table: it is read from chapter 4's executed output beside the
 folder (`../logs/04_constant_last4.log` or `../notebooks/04_constant_last4.ipynb`, the line
-`nblib.book.findings.constant_last4_findings` prints), or given with --last4-le-raw.
+`nblib.chapters.part1.protocol_findings.constant_last4_findings` prints), or given with --last4-le-raw.
 
     python -m nblib.probes grid_ladder --figures _build/avx2/figures --design I \\
         --change "as F, ..." --measured "chapters 3-4, fresh store" --dry-run

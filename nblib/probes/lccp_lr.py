@@ -29,7 +29,7 @@ import dataclasses
 import json
 import time
 
-from nblib.budgets import get_grid
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.lccp import grid
 from nblib.lccp.evaluation import Evaluator
 from nblib.probes import results
@@ -53,8 +53,8 @@ def trajectory_config(b, scale: str, ds: float, lr_frac: float, rope_base: float
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes lccp_lr", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="F",
-                   help="the grid probed: F (budgets.grid_f, the grid its records were taken on), or smoke, toy, full")
+    add_budget_args(p, default="F", grids=True,
+                    help="the grid probed (F: budgets.grid_f, the grid its records were taken on)")
     p.add_argument("--scales", nargs="+", default=["S1", "S3", "S4"])
     p.add_argument("--ds", type=float, default=270)
     p.add_argument("--lr-fracs", type=float, nargs="+", default=[0.1, 0.03])
@@ -70,8 +70,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    argv, a = results.parse_probe_args(parser(), argv)
-    b = get_grid(a.budget)
+    p = parser()
+    argv, a = results.parse_probe_args(p, argv)
+    b, name = budget_from_args(p, a)
     ds = int(a.ds) if float(a.ds).is_integer() else a.ds
     if a.heads or a.head_size:  # another head layout for the probed scales (chapter 2's S2 probe)
         for scale in a.scales:
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
                     r = ev.run(run, grid.checkpoint_step(run.config, dl))
                     points.append({"dl_mult": dl, "longppl": r["long_ppl"], "shortppl": r["short_ppl"]})
                 model = b.scale(scale).model
-                out = {"budget": b.name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
+                out = {"budget": name, "scale": scale, "ds_mult": ds, "lr_frac": frac, "lr": cfg.schedule["lr"],
                        "rope_base": rope, "weight_decay": cfg.optimizer.get("weight_decay", 0.1), "unit": b.unit,
                        "unit_tokens": b.n_tokens(scale, 1), "heads": model["n_heads"],
                        "head_size": model.get("head_size") or model["d_model"] // model["n_heads"],

@@ -17,8 +17,11 @@ Constant trajectory alone, Raw and Last4 at each Dl (records in toy_rate_traject
 `--out`): S5's trajectory at a design's LCCP rate, for its Spearman rho.
 
     python -m nblib.probes protocol_horizon --scales S4 --dls 30 60 120   # the book's budget
-    python -m nblib.book.design_probe --budget-file data/probes/grid_designs/R.toml \\
-        protocol_horizon --scales S4 S5 --dls 30 60 120                    # a ladder design's
+    python -m nblib.probes protocol_horizon --budget-file data/probes/grid_designs/R.toml \\
+        --scales S4 S5 --dls 30 60 120                                     # a ladder design's
+
+(`python -m nblib.probes.design_probe --budget-file F protocol_horizon ...`, which wrote the
+earlier records of ladder designs, runs the same.)
 
 It trains what the store lacks (the short stages too) in one pool of one-thread workers.
 """
@@ -29,7 +32,7 @@ import argparse
 import sys
 import time
 
-from nblib.budgets import get_budget
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.lccp import experiments, grid
 from nblib.lccp.evaluation import Evaluator, evaluate_many
 from nblib.probes import results
@@ -45,7 +48,7 @@ RECORDED_AS = {"toy": "Vb"}
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes protocol_horizon", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="toy")
+    add_budget_args(p, default="toy", help="the budget whose grid is probed")
     p.add_argument("--scales", nargs="+", default=["S4", "S5"])
     p.add_argument("--ds", type=float, default=0, help="short-stage budget in the budget's unit (0: its largest Ds)")
     p.add_argument("--dls", type=float, nargs="+", default=[30, 60, 120], help="LCCP budgets Dl in the budget's unit")
@@ -65,17 +68,17 @@ def constant_config(b, scale: str, ds: float, until: float):
     asked for (S5 from the largest Ds, long enough), else the grid's seed-0 trajectory at
     (scale, Ds) extended to `until` (a trajectory's length is not part of its identity)."""
     if ds == b.ds_multiples[-1] and scale == "S5" and b.s5_trajectory >= until:
-        return experiments.trajectory_config(b, scale)
+        return grid.long_trajectory(b, scale)
     return grid.lccp_constant(b, scale, ds, until, 0, ckpt_every=b.constant_ckpt_every)
 
 
 def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
-    """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget`: a
-    budget file's, read by `python -m nblib.book.design_probe` (budget files are the book's)."""
+    """Run the probe; `budget` (with `budget_name` for the records) replaces `--budget` and
+    `--budget-file`: a budget file's, read by `python -m nblib.probes.design_probe`."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    a = parser().parse_args(argv)
-    b = budget or get_budget(a.budget)
-    budget_name = budget_name or b.name
+    p = parser()
+    a = p.parse_args(argv)
+    b, budget_name = (budget, budget_name or budget.name) if budget is not None else budget_from_args(p, a)
     ds = a.ds or b.ds_multiples[-1]
     if ds not in b.ds_multiples:
         raise SystemExit(f"error: --ds {ds:g} is not one of this budget's Ds multiples {list(b.ds_multiples)}")
@@ -100,7 +103,7 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     jobs, meta = [], []
     for scale, const, lds in plan:
         run = store.run(const)
-        spacing = b.last4_gap(b.s5_ckpt_every if const.hash == experiments.trajectory_config(b, "S5").hash
+        spacing = b.last4_gap(b.s5_ckpt_every if const.hash == grid.long_trajectory(b, "S5").hash
                              else b.constant_ckpt_every)
         for dl in a.dls:
             if dl in lds:

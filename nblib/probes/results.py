@@ -103,7 +103,7 @@ _PREFIX: contextvars.ContextVar = contextvars.ContextVar("probe_command_prefix",
 @contextlib.contextmanager
 def started_by(prefix: str):
     """Record the probes run inside as started by `prefix` instead of `python -m nblib.probes`
-    (the book's `design_probe` with its budget file), so each write's command reruns it."""
+    (`design_probe` with its budget file), so each write's command reruns it."""
     token = _PREFIX.set(prefix)
     try:
         yield

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 
-from nblib.budgets import get_grid
+from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.data import get_tokenizer
-from nblib.lccp import experiments
+from nblib.lccp import experiments, grid
 from nblib.metrics.probes import copy_gain_table
 from nblib.probes import results
 from nblib.store.runstore import RunStore
@@ -28,8 +28,8 @@ RECORDS = ("toy_trajectory_copy_probe.jsonl",)
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nblib.probes trajectory_copy", description=__doc__.splitlines()[0])
-    p.add_argument("--budget", default="F",
-                   help="the grid probed: F (budgets.grid_f, the grid its records were taken on), or smoke, toy, full")
+    add_budget_args(p, default="F", grids=True,
+                    help="the grid probed (F: budgets.grid_f, the grid its records were taken on)")
     p.add_argument("--scale", default="S5")
     p.add_argument("--points", type=float, nargs="+", default=[10, 35, 60, 90, 120], help="Dl/N of the checkpoints")
     p.add_argument("--distances", type=int, nargs="+", default=[32, 128, 256, 512])
@@ -38,16 +38,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    argv, a = results.parse_probe_args(parser(), argv)
-    b = get_grid(a.budget)
+    p = parser()
+    argv, a = results.parse_probe_args(p, argv)
+    b, name = budget_from_args(p, a)
     tok = get_tokenizer(b.tokenizer)
-    run = RunStore(a.run_root).run(experiments.trajectory_config(b, a.scale))
+    run = RunStore(a.run_root).run(grid.long_trajectory(b, a.scale))
     if not run.is_complete():
         raise SystemExit(f"error: the {a.scale} trajectory ({run.hash}) is not in {a.run_root}; run chapters 1-4 first")
     for dl in a.points:
         step = experiments.step_at(run, dl)
         gains = copy_gain_table({dl: run.load_model(step)}, tok.vocab_size, tok.eos_id, a.distances).iloc[0]
-        rec = {"budget": b.name, "scale": a.scale, "run": run.hash, "dl": dl, "step": step,
+        rec = {"budget": name, "scale": a.scale, "run": run.hash, "dl": dl, "step": step,
                "gain": {str(d): float(gains[f"gain @{d}"]) for d in a.distances}}
         results.append_record(a.out, rec, module=__spec__.name, argv=argv)
         print(rec, flush=True)

@@ -2,5 +2,5 @@
 
 Modules: atomic (atomic writes, no writes through links), provenance (repository root, code
 version), checkpoint (safetensors checkpoints and their COMPLETE.json), runstore (RunConfig,
-Run, RunStore, locks). May import nblib.errors and nblib.models; it never trains or evaluates.
+Run, RunStore, locks). May import nblib.cli (UserError) and nblib.models; it never trains or evaluates.
 """

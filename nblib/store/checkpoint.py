@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from nblib.errors import UserError
+from nblib.cli import UserError
 from nblib.store.atomic import atomic_write_json, save_safetensors
 
 CKPT_DIR = "ckpt"

@@ -33,7 +33,7 @@ import filelock
 import pandas as pd
 import torch
 
-from nblib.errors import UserError
+from nblib.cli import UserError
 from nblib.models import build_model
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, list_checkpoints, load_weights,

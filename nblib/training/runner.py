@@ -16,6 +16,7 @@ import atexit
 import json
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
@@ -213,12 +214,23 @@ def _memo_one(root: str, job: MemoJob):
 _MEMO_POOLS: dict = {}
 
 
+def _memo_worker_init(threads: int) -> None:
+    """A worker of the long-lived memo pool: `_worker_init`, and deaf to SIGINT. Jupyter
+    interrupts a kernel's whole process group before it shuts the kernel down, and an idle
+    worker would die of it printing a `Process SpawnProcess-N:` traceback that ends in
+    KeyboardInterrupt (chapters 3-5, after "ok"). An interrupt still stops the kernel's wait
+    (`memo_many` cancels the jobs not started); the pool is shut down when the kernel exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker_init(threads)
+
+
 def memo_pool(workers: int) -> ProcessPoolExecutor:
     """One pool of `workers` one-thread processes for the life of this process (a chapter's
-    kernel): its workers start once (importing torch takes seconds), not once per call."""
+    kernel): its workers start once (importing torch takes seconds), not once per call, and
+    ignore the interrupts sent to the kernel's process group (`_memo_worker_init`)."""
     if workers not in _MEMO_POOLS:
         _MEMO_POOLS[workers] = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                                   initializer=_worker_init, initargs=(1,))
+                                                   initializer=_memo_worker_init, initargs=(1,))
         atexit.register(_MEMO_POOLS[workers].shutdown, cancel_futures=True)
     return _MEMO_POOLS[workers]
 

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from nblib.cli import run_cli
 from nblib.data import get_tokenizer, make_stream
-from nblib.errors import UserError
+from nblib.cli import UserError
 from nblib.models import build_model
 from nblib.models.llama import expand_kv_heads
 from nblib.store.atomic import append_jsonl, atomic_write_json, open_no_follow

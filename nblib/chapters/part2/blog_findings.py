@@ -1,6 +1,6 @@
 """What the Gemma blog chapters' (6-10) numbers say, as Markdown the chapter displays.
 
-The Part 2 half of `nblib.book.findings`, with the same rule: each function turns results
+Part 2's counterpart of Part 1's findings (`nblib.chapters.part1`), with the same rule: each function turns results
 computed in a run into sentences with the numbers inline and the blog's numbers beside
 them; nothing here computes a result.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nblib.book.findings import bullets
-from nblib.book.paper_values import BLOG_ATTENTION, BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, BLOG_YARN
+from nblib.chapters.claims.paper_values import BLOG_ATTENTION, BLOG_POSITION_TABLE, BLOG_SLOW_WEIGHT, BLOG_YARN
+from nblib.chapters.prose import bullets
 from nblib.gemma.training_length import BLOG_TOKENS_PER_PARAM
 from nblib.stats import paired_bootstrap
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from nblib.book.toy_design import copy_gain_column
+from nblib.chapters.appendix.toy_design import copy_gain_column
 from nblib.lccp.diagnostics import COPY_THRESHOLD
 
 

@@ -89,15 +89,15 @@ PAPER_MAP = [
      "nblib.probes.needle_ladder.needle_measures", "12_toy_ladders", "done: toy only"),
     (W1, "Protocol horizon (beyond)", "Linear-Decay against Constant Raw and Last4 past the grid's Dl, and Last4's "
      "spacing on the grid (designs R, U, T)", "nblib.lccp.experiments.protocol_horizon_table; "
-     "nblib.book.findings.protocol_horizon_findings", "12_toy_ladders", "done: toy only"),
+     "nblib.chapters.appendix.probe_findings.protocol_horizon_findings", "12_toy_ladders", "done: toy only"),
     (W1, "Scorecard (beyond)", "every claim of both works: the source's number, the toy's from the build's figures, "
-     "and a verdict by a rule per claim", "nblib.book.scorecard.scorecard", "01_introduction",
+     "and a verdict by a rule per claim", "nblib.chapters.claims.scorecard.scorecard", "01_introduction",
      "done: book/scorecard.md, after chapter 1"),
     # --- the LCCP paper: tables -----------------------------------------------------------------
     (W1, "Table 1", "model configurations S1-S5", "nblib.lccp.experiments.model_table", "02_setup", "done"),
     (W1, "§3.1 model (toy departure)", "smeared keys (Olsson et al. 2022) in the toy and smoke Llama, with the "
      "plain-vs-smeared copy ablation at two widths and two seeds", "nblib.models.layers.smear_previous_key; "
-     "nblib.budgets.llama_variant; nblib.book.toy_design.smear_ablation_summary", "02_setup",
+     "nblib.budgets.llama_variant; nblib.chapters.appendix.toy_design.smear_ablation_summary", "02_setup",
      "done: toy and smoke only; `full` keeps the paper's Llama"),
     (W1, "§3.1 grid checks (beyond)", "does the grid show what the law needs: every endpoint's copy gain, the stable "
      "phase still learning by more than a two-seed spread, LongPPL/ShortPPL monotone in N, Ds, Dl, held-out R² "
@@ -106,10 +106,11 @@ PAPER_MAP = [
      "nblib.lccp.diagnostics.monotonicity_table; nblib.lccp.scaling.holdout_r2_intervals; "
      "nblib.lccp.diagnostics.reference_margin", "03_scaling_law", "done"),
     (W1, "§3.1 toy departures", "where the toy departs from the paper, read from the budget",
-     "nblib.book.budget_words.departures_markdown", "02_setup", "done"),
+     "nblib.chapters.budget_words.departures_markdown", "02_setup", "done"),
     (W1, "§3.1 toy grid design (beyond)", "each toy choice with its measurement: shapes, contexts, token unit, LR "
-     "and batch, the LCCP LR, the grid designs tried and what erodes", "nblib.book.toy_design.grid_design_table; "
-     "nblib.book.toy_design.lccp_lr_table; nblib.book.toy_design.book_grid_findings", "11_toy_design",
+     "and batch, the LCCP LR, the grid designs tried and what erodes",
+     "nblib.chapters.appendix.toy_design.grid_design_table; nblib.chapters.appendix.toy_design.lccp_lr_table; "
+     "nblib.chapters.appendix.grid_ladder_findings.book_grid_findings", "11_toy_design",
      "done: toy only"),
     (W1, "Table 2", "test-set statistics", "nblib.metrics.testset_stats", "02_setup", "done"),
     (W1, "Table 3", "formula ablation on Linear-Decay data", "nblib.lccp.scaling.variant_ablation", "03_scaling_law", "done"),
@@ -149,7 +150,7 @@ PAPER_MAP = [
      "sampling, seeded", "nblib.models.engine.generate; nblib.models.engine.sample_next", "07_kv_cache", "done"),
     (W2, "Decode/prefill benchmark table", "tokens/s with and without the cache, batch 1 and 8, vs transformers",
      "nblib.models.engine.prefill; nblib.models.engine.decode_step", "07_kv_cache", "done (benchmarks/bench_decode.py)"),
-    (W2, "Decode step time plot", "step time against bytes read per step", "nblib.book.blog_findings.decode_findings",
+    (W2, "Decode step time plot", "step time against bytes read per step", "nblib.chapters.part2.blog_findings.decode_findings",
      "07_kv_cache", "done (benchmarks/bench_decode.py)"),
     (W2, "7B-class cache table", "cache per sequence at 8k/32k/128k", "nblib.gemma.inference_cost.kv_cache_table",
      "07_kv_cache", "done"),

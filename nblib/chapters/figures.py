@@ -25,13 +25,17 @@ from nblib.store.atomic import atomic_path, atomic_write_json, atomic_write_text
 from nblib.store.provenance import REPO_ROOT, code_version
 
 
-def figures_root(budget: str = "toy") -> Path:
+def figures_root(budget: str = "toy", budget_file: str | os.PathLike | None = None) -> Path:
     """Where a budget's figures go: $NBLIB_FIGURES_DIR when set (tests write elsewhere), else
     `figures/` at the repository root for the toy book, and `_build/<budget>/figures/` for
-    any other budget, so a smoke or full run never overwrites the committed toy figures."""
+    any other budget, so a smoke or full run never overwrites the committed toy figures. A
+    budget file's book writes to `_build/<file name>/figures/` (`python -m nblib.book run
+    --budget-file F.toml`, nblib.book.chapter)."""
     env = os.environ.get("NBLIB_FIGURES_DIR")
     if env:
         return Path(env)
+    if budget_file:
+        return REPO_ROOT / "_build" / Path(budget_file).stem / "figures"
     return REPO_ROOT / "figures" if budget == "toy" else REPO_ROOT / "_build" / budget / "figures"
 
 

@@ -1,6 +1,6 @@
 """The noise behind the scorecard's "within noise" verdicts and its "out of reach at toy" rule
-(split from nblib.book.scorecard): whether an interval holds 0, Table 14's paired bootstrap over
-the cells each later stage averages (LCCP paper §5.2-5.3), and the ladder trend rule."""
+(`scorecard`): whether an interval holds 0, Table 14's paired bootstrap over the cells each
+later stage averages (LCCP paper §5.2-5.3), and the ladder trend rule."""
 
 from __future__ import annotations
 

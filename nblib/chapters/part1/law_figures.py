@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from nblib.book.figures import parity, token_ticks
 from nblib.budgets import SCALES
+from nblib.chapters.figures import parity, token_ticks
 from nblib.lccp import scaling
 
 

@@ -1,7 +1,7 @@
 """The toy grid designs' ladder in words (appendix A, "The grid designs tried"; appendix B,
 "Past the turn"): the grid-level targets of the toy Part 1, the ladder table read from
 data/probes/toy_grid_ladder.csv, and the findings the chapters print from it.
-Split from nblib.book.toy_design, which re-exports these names."""
+Split from nblib.chapters.appendix.toy_design, which re-exports these names."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from nblib.budgets import PAPER_N, SCALES, get_budget, swiglu_width
 from nblib.lccp import grid
 from nblib.lccp.diagnostics import COPY_THRESHOLD
 from nblib.models import build_model
-from nblib.book.budget_words import (_NUMBER_WORDS, _SHARE_WORDS, _base, _bases, _contexts, _multiples,
+from nblib.chapters.budget_words import (_NUMBER_WORDS, _SHARE_WORDS, _base, _bases, _contexts, _multiples,
                                      _unit_words, shape_words)
 
 
@@ -481,8 +481,3 @@ def lccp_rope_findings(table: pd.DataFrame, lr_frac: float, dl_from: float, dl_t
                      + " / ".join(f"{d:g}" for d in g["Ds"]) + (" (falls with Ds)." if falls else
                                                                " (**does not fall with Ds**)."))
     return "\n".join(lines)
-
-
-# the ladder's targets and findings live in their own module; these names stay importable here
-from nblib.book.grid_ladder_findings import (GRID_TARGETS, TRAJECTORY_TARGETS, book_grid_findings,  # noqa: E402,F401
-                                             grid_ladder_findings, grid_ladder_table, past_turn_findings)

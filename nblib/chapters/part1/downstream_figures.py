@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from nblib.book.figures import legend_below_figure, legend_outside
+from nblib.chapters.figures import legend_below_figure, legend_outside
 
 PROTOCOL_COLORS = {"Raw": "tab:gray", "Last4": "tab:red"}
 # RULER's metrics (string_match_all / _part) are percentages: every score runs from 0 to 100

@@ -7,9 +7,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from nblib.book.budget_file import load_budget_file
-from nblib.book.figures import legend_outside, parity, token_ticks
 from nblib.budgets import get_budget
+from nblib.budgets.budget_file import load_budget_file
+from nblib.chapters.figures import legend_outside, parity, token_ticks
 from nblib.lccp import merge, scaling
 from nblib.probes.results import RESULTS
 

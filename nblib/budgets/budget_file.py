@@ -13,6 +13,7 @@
 
     b = load_budget_file("my.toml", sets=["scales.S1.lr=5e-4"])   # -> a Budget
     b = apply_overrides(get_budget("toy"), {"corpus": "jsonl:/x.jsonl"})
+    add_budget_args(parser); b, name = budget_from_args(parser, parser.parse_args())  # a CLI's
 
 Every key is a field of `nblib.budgets.Budget` (tables: `longppl`, `pair`, `scales.<S>`,
 `scales.<S>.model`, `reference`); a value has the field's type and range. `--set key=value`
@@ -23,6 +24,10 @@ any work. Overrides change the Budget, and so every run config built from it: a 
 field that enters a RunConfig changes that run's hash; a file with no overrides gives the
 named budget itself, so the same hashes. Model tables are merged into the base's model
 dict; `reference` is merged too unless it names another `kind`, when it replaces the base's.
+
+Every command line that takes `--budget NAME` takes `--budget-file FILE.toml` instead
+(`add_budget_args`, `budget_from_args`): the monitor, the probes, the benchmarks and the
+scorecard; the book runner and the plan add `--set` (`nblib.book.plan.budget_source`).
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ import typing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nblib.budgets import (BUDGETS, FIG4A_POOL, PAPER_POST_TRAINING_POINTS, PRECISIONS, SCALES, Budget, BudgetError,
-                           get_budget)
+from nblib.budgets import (BUDGETS, FIG4A_POOL, PAPER_POST_TRAINING_POINTS, PRECISIONS, PROBE_GRIDS, SCALES, Budget,
+                           BudgetError, get_budget, get_grid)
 from nblib.data.corpus import SPEC_FORMS
 from nblib.data.tokenizers import TOKENIZER_FORMS
 from nblib.models import FAMILIES
@@ -540,3 +545,45 @@ def read_budget_file(path: str | os.PathLike | None = None, sets=(), base: str |
 def load_budget_file(path: str | os.PathLike, sets=()) -> Budget:
     """The Budget a budget file (and `--set` strings over it) describes (read_budget_file)."""
     return read_budget_file(path, sets).budget
+
+
+# ---------------------------------------------------------------------------------------
+# a command line's budget: --budget NAME or --budget-file FILE.toml
+# ---------------------------------------------------------------------------------------
+def add_budget_args(parser, default: str | None = "toy", grids: bool = False, help: str = "") -> None:
+    """Add `--budget NAME` and `--budget-file FILE.toml` to an argparse `parser`, one or the other
+    (`budget_from_args` reads them); with neither the budget is `default` (None: no budget).
+    `grids`: --budget also names the probe grids (`PROBE_GRIDS`, "F": `get_grid`). `help`: what
+    the budget is for, said before the allowed names."""
+    names = ", ".join((*BUDGETS, *(PROBE_GRIDS if grids else ())))
+    parser.add_argument("--budget", default=None, metavar="NAME",
+                        help=(f"{help}: " if help else "") + f"one of {names}"
+                        + (f" (default {default})" if default else ""))
+    parser.add_argument("--budget-file", default=None, metavar="FILE.toml",
+                        help="a TOML budget file instead of --budget: a named budget and the fields it overrides "
+                             "(README, \"Your own data\"; examples/, data/probes/grid_designs/)")
+    parser.set_defaults(budget_default=default, budget_grids=grids)
+
+
+def budget_from_args(parser, args) -> tuple[Budget | None, str | None]:
+    """(the Budget of a command line's --budget or --budget-file, the name its records give it:
+    the budget's own name, or the budget file as given); (None, None) when neither is given and
+    `add_budget_args` had no default. Both flags at once, an unknown name, or a missing or
+    malformed file end the command as nblib.cli's one error path does, whether or not it runs
+    under `run_cli`: one line, `error: ` and the value with what is allowed, exit status 2."""
+    name, path = args.budget, args.budget_file
+    if name is not None and path is not None:
+        parser.exit(2, f"error: --budget {name} and --budget-file {path} are not allowed together; allowed: one "
+                       "of them (a budget file names its base budget)\n")
+    try:
+        if path is not None:
+            if not str(path).strip():
+                raise BudgetError(f"--budget-file {path!r} is not allowed; allowed: the path of a TOML budget file")
+            return read_budget_file(path).budget, str(path)
+        name = args.budget_default if name is None else name
+        if name is None:
+            return None, None
+        b = get_grid(name) if args.budget_grids else get_budget(name)
+        return b, b.name
+    except (BudgetError, FileNotFoundError) as e:
+        parser.exit(2, f"error: {e}\n")

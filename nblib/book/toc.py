@@ -200,7 +200,7 @@ def check_registry(notebook_dir: Path, registry=CHAPTERS) -> list[str]:
     for src in sorted(notebook_dir.glob("[0-9][0-9]_*.py")):
         if src.stem not in index:
             out.append(f"chapter {src.stem}: notebook {src} is missing from the chapter registry "
-                       f"(add a ChapterEntry to CHAPTERS in nblib/book/chapters.py)")
+                       f"(add a ChapterEntry to CHAPTERS in nblib/book/toc.py)")
     parts_seen = []
     for prev, c in zip(registry, registry[1:]):
         if c.name < prev.name:
