@@ -261,7 +261,7 @@ else:
 
 # %%
 table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD,
-                                  n_starts=b.variant_fit_starts)
+                                  variants=b.variant_laws, n_starts=b.variant_fit_starts)
 ch.save_table(table3, "table03_variant_ablation", runs=runs)
 display(table3.round(4))
 ch.markdown(law_findings.table3_verdict(table3))

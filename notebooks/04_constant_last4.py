@@ -275,7 +275,7 @@ print(f"paper: S4 R² {TABLE4_CL4['additive'][0]}, MAPE {TABLE4_CL4['additive'][
 
 # %%
 table4 = scaling.variant_ablation(table_cl4, {"held-out " + split_a[1][0]: split_a, f"{scale} trajectory": split_b},
-                                  paper=TABLE4_CL4, n_starts=b.variant_fit_starts)
+                                  paper=TABLE4_CL4, variants=b.variant_laws, n_starts=b.variant_fit_starts)
 ch.save_table(table4, "table04_variant_ablation_cl4", runs=all_runs)
 table4.round(4)
 

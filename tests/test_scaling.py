@@ -424,6 +424,21 @@ def run_cli(*args):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+def run_cli_here(capsys, *args) -> tuple[int, str]:
+    """The command's exit status and stderr, run in this process through the same entry point
+    (`nblib.cli.run_cli` over `main`, as `python -m nblib.lccp.scaling` runs it): the bad-table
+    cases differ only in the table, so one real process (test_cli_bad_table_in_a_process) checks
+    the process boundary and the others skip a Python start each."""
+    from nblib.cli import run_cli as one_error_path
+    from nblib.lccp.scaling.__main__ import main
+    capsys.readouterr()
+    try:
+        rc = one_error_path(main, ["fit", *map(str, args)])
+    except SystemExit as e:  # argparse's own refusals
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
 def test_cli_good_table(tmp_path, noisy):
     runs, out = tmp_path / "runs.csv", tmp_path / "pred.csv"
     noisy.to_csv(runs, index=False)
@@ -446,7 +461,7 @@ def test_cli_good_table(tmp_path, noisy):
     ("unknown_scale", "unknown scale 'S9'"),
     ("holdout_without_scale", "'scale'"),
 ])
-def test_cli_bad_table_exits_2(tmp_path, noisy, case, needle):
+def test_cli_bad_table_exits_2(tmp_path, noisy, case, needle, capsys):
     t, extra = noisy.copy(), ["--bootstrap", "0"]
     if case == "missing_column":
         t = t.drop(columns="Dl")
@@ -464,6 +479,15 @@ def test_cli_bad_table_exits_2(tmp_path, noisy, case, needle):
         t, extra = t.drop(columns="scale"), extra + ["--holdout", "S5"]
     runs = tmp_path / "runs.csv"
     t.to_csv(runs, index=False)
-    r = run_cli(runs, *extra)
+    rc, err = run_cli_here(capsys, runs, *extra)
+    assert rc == 2, err
+    assert needle in err
+
+
+def test_cli_bad_table_in_a_process(tmp_path, noisy):
+    runs = tmp_path / "runs.csv"
+    noisy.drop(columns="Dl").to_csv(runs, index=False)
+    r = run_cli(runs, "--bootstrap", "0")
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert needle in r.stderr
+    assert r.stderr.strip().splitlines() == [l for l in r.stderr.strip().splitlines() if l.startswith("error: ")]
+    assert "'Dl'" in r.stderr

@@ -145,6 +145,10 @@ class Budget:
     # fitter's 12, from the best local minima of the grid; App. A.5). Smoke takes 2: the same
     # code path, in a fraction of the time.
     variant_fit_starts: int | None = None
+    # The formulations Tables 3 and 4 fit (names of nblib.lccp.scaling.VARIANTS; None: all ten,
+    # §3.3). Smoke fits the additive form and its three cheapest rivals: the same code path,
+    # and the ablation is half of chapter 3's smoke time otherwise.
+    variant_laws: tuple[str, ...] | None = None
     # LCCP's starting LR as a fraction of the short stage's stable LR. The paper starts at the
     # 4K stage's terminal LR, a tenth (App. A.3, Table 7); toy measures its own (chapter 2).
     lccp_lr_frac: float = 0.1
@@ -464,6 +468,7 @@ def _smoke() -> Budget:
                    "warmup_steps": 2, "n_tokens": 20_000,
                    "copy": {"min_match": 4, "max_match": 16, "calibration_sequences": 20}},
         scales=scales, pair=_pair_smoke(), n_boot=8, variant_fit_starts=2,
+        variant_laws=("additive", "no_offset", "combined_budget", "effective_data"),
         # RULER's templates alone are ~200 bytes: smoke prompts are longer than its context
         ruler_samples=2, ruler_len=600, ruler_max_new=8,
         # After LCCP, the first and last points only (Raw and Last4 each: 4 extension runs and

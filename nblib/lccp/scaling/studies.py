@@ -112,13 +112,14 @@ def holdout_r2_intervals(table: pd.DataFrame, splits: dict, n_boot: int, seed: i
 
 
 def variant_ablation(table: pd.DataFrame, splits: dict, paper: dict | None = None,
-                     variants=VARIANTS, **fit_kwargs) -> pd.DataFrame:
-    """Tables 3 and 4: held-out R² and MAPE of every formulation on every split, with the
-    paper's four numbers (S4 R², S4 MAPE, S5 R², S5 MAPE) beside them where `paper` has
-    the variant. splits: {column label: (train scales, test scales)}; fit_kwargs go to
-    fit_law. The `objective` columns hold each fit's App. A.5 objective on its training split."""
+                     variants=None, **fit_kwargs) -> pd.DataFrame:
+    """Tables 3 and 4: held-out R² and MAPE of every formulation (`variants`: names of
+    VARIANTS; None: all of them) on every split, with the paper's four numbers (S4 R², S4
+    MAPE, S5 R², S5 MAPE) beside them where `paper` has the variant. splits: {column label:
+    (train scales, test scales)}; fit_kwargs go to fit_law. The `objective` columns hold each
+    fit's App. A.5 objective on its training split."""
     rows = []
-    for variant in variants:
+    for variant in (VARIANTS if variants is None else variants):
         row = {"variant": variant}
         for label, (tr, te) in splits.items():
             res = holdout_eval(table, tr, te, law=variant, **fit_kwargs)
