@@ -1,0 +1,61 @@
+"""nblib.probes.n_axis: the short-seed runs it trains are the grid's own configs (seed 0 is the
+book's run), its pair table against hand-computed values, and its refusals of bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nblib.budgets import get_budget
+from nblib.lccp import grid
+from nblib.probes import n_axis
+
+
+def test_seed_zero_is_the_grids_own_linear_decay_run():
+    b = get_budget("toy")
+    for ds, dl in [(270, 10), (450, 30)]:
+        assert grid.lccp_linear_decay(b, "S3", ds, dl, short_seed=0).hash == grid.lccp_linear_decay(b, "S3", ds, dl).hash
+    one = grid.lccp_linear_decay(b, "S3", 270, 10, short_seed=1)
+    assert one.hash != grid.lccp_linear_decay(b, "S3", 270, 10).hash
+    # seed 1's LCCP starts from seed 1's short stage, with the same LCCP data order (seed 0)
+    assert one.init["run"] == grid.short_stage(b, "S3", 1).wsd[270].hash and one.seed == 0
+
+
+def _records():
+    # S2 and S3 at one point, two short seeds each; S3's second seed is worse
+    rows = []
+    for scale, n, ppls in [("S2", 100, (10.0, 11.0)), ("S3", 200, (9.0, 12.0))]:
+        for seed, ppl in enumerate(ppls):
+            rows.append({"budget": "toy", "scale": scale, "n_params": n, "short_seed": seed, "ds": 270, "dl": 10,
+                         "longppl": ppl})
+    return pd.DataFrame(rows)
+
+
+def test_pair_table_against_hand_computed_logs():
+    t = n_axis.n_axis_table(_records())
+    assert len(t) == 1
+    row = t.iloc[0]
+    assert row["pair"] == "S2 -> S3" and row["seeds"] == 2
+    assert row["log LongPPL smaller"] == pytest.approx((np.log(10) + np.log(11)) / 2)
+    assert row["log LongPPL larger"] == pytest.approx((np.log(9) + np.log(12)) / 2)
+    assert row["larger - smaller"] == pytest.approx(np.log(9 * 12 / 110) / 2)
+    # the widest seed gap of either scale: S3's log(12 / 9)
+    assert row["short-seed spread"] == pytest.approx(np.log(12 / 9))
+
+
+def test_pair_table_uses_only_the_seeds_both_scales_have():
+    recs = _records()
+    recs = recs[~((recs["scale"] == "S3") & (recs["short_seed"] == 1))]
+    row = n_axis.n_axis_table(recs).iloc[0]
+    assert row["seeds"] == 1 and row["larger - smaller"] == pytest.approx(np.log(9 / 10))
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--scales", "S9"], "--scales S9 not allowed; allowed: S1, S2, S3, S4, S5"),
+    (["--ds", "100"], "--ds 100 is not allowed; allowed: this budget's Ds multiples 270, 360, 450"),
+    (["--seeds", "0", "0"], "allowed: distinct seeds >= 0"),
+])
+def test_bad_input_is_refused_before_any_training(args, said, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        n_axis.main([*args, "--run-root", str(tmp_path / "store"), "--out", str(tmp_path / "r.jsonl")])
+    assert e.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "store").exists() and not (tmp_path / "r.jsonl").exists()
