@@ -232,3 +232,20 @@ def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
                      + (f"Linear-Decay is at or below Raw from Dl = {turn.dl.iloc[0]:g} on." if len(turn)
                         else "Linear-Decay stays above Raw at every Dl probed."))
     return bullets(lines)
+
+
+def n_axis_findings(table: pd.DataFrame) -> str:
+    """Chapter 11's words on the N-axis probe (`nblib.probes.n_axis.n_axis_table`): per design,
+    the range of the larger scale's mean log LongPPL minus the smaller's over the probed points
+    (Eq. 1 wants it negative) against the range of the short-stage seed spread."""
+    if table.empty:
+        return "No N-axis probe records yet (`python -m nblib.probes n_axis`)."
+    out = []
+    for (design, pair), g in table.groupby(["budget", "pair"], sort=False):
+        d, s = g["larger - smaller"], g["short-seed spread"]
+        inside = int((d.abs() <= s).sum())
+        out.append(f"- **{design}**, {pair} at {len(g)} points ({int(g['seeds'].min())} short seeds each): "
+                   f"larger minus smaller {d.min():+.3f} to {d.max():+.3f} nats in log LongPPL, against a "
+                   f"short-seed spread of {s.min():.3f} to {s.max():.3f}; {inside} of {len(g)} differences "
+                   f"lie inside the spread.")
+    return "\n".join(out)
