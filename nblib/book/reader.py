@@ -63,13 +63,14 @@ def stage_committed(out: Path, executed: Path = TOY_DIR, figures: Path | None = 
     return shown, problems
 
 
-def html_book(out: Path, executed: Path = TOY_DIR, figures: Path | None = None, repo: Path = REPO_ROOT) -> int:
+def html_book(out: Path, executed: Path = TOY_DIR, figures: Path | None = None, repo: Path = REPO_ROOT,
+              notebooks: Path = NOTEBOOKS) -> int:
     """`make html`: stage the committed book, build it and check the site (book/check_site.py);
     returns an exit code (1 on a site problem; a missing executed copy is said, not failed on)."""
     t0 = time.time()
     figures = Path(figures or REPO_ROOT / "figures")
-    shown, problems = stage_committed(out, executed, figures, repo=repo)
-    for line in staleness_lines(executed):
+    shown, problems = stage_committed(out, executed, figures, notebooks, repo)
+    for line in staleness_lines(executed, notebooks):
         print(f"[book] {line}", flush=True)
     html = build_html(out)
     problems += check_book(html, chapters(), figures, shown=shown)
