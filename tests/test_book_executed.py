@@ -39,7 +39,8 @@ def _png(seed: int) -> bytes:
 
 def _executed(name: str, png: bytes | None) -> nbformat.NotebookNode:
     """An executed chapter as papermill leaves it: a title, a cell that prints, one that shows a figure."""
-    nb = nbformat.v4.new_notebook(metadata={"papermill": {"duration": 1.0}, "kernelspec": {"name": "python3", "display_name": "Python 3"}})
+    nb = nbformat.v4.new_notebook(metadata={"papermill": {"duration": 1.0},
+                                            "kernelspec": {"name": "python3", "display_name": "Python 3"}})
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {int(name[:2])}. {name}\n\nWhat it shows."),
                 nbformat.v4.new_code_cell("print('hello')", metadata={"papermill": {"duration": 0.1}},
                                           outputs=[nbformat.v4.new_output("stream", name="stdout", text="hello\n")])]
@@ -79,6 +80,7 @@ def test_publish_keeps_outputs_and_references_the_figures_files(planted, tmp_pat
     repo, dest, figures, _ = planted
     build = json.loads((dest / "build.json").read_text())
     assert build["commit"] == COMMIT and build["budget"] == "toy" and set(build["chapters"]) == set(NAMES)
+    assert build["figures"]["commits"] == [COMMIT] and build["figures"]["root"] == "figures"
     assert build["size_bytes"] == sum(p.stat().st_size for p in dest.glob("*.ipynb"))
     nb = nbformat.read(str(dest / "02_setup.ipynb"), as_version=4)
     assert "papermill" not in nb.metadata and "papermill" not in nb.cells[1].metadata

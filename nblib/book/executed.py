@@ -6,11 +6,11 @@ A copy keeps every output, except that a PNG which is byte for byte a file under
 reference to it (output metadata `nblib_figure`: path, sha256; `inflate` puts it back for `make
 html`) and an output over MAX_OUTPUT_CHARS becomes a line saying so. Its metadata `nblib_build`
 names its build: budget, commit, the sha256 of the chapter's `.py`. build.json holds the budget,
-commit, dirty flag, time, per chapter {commit, source_sha256, status, wall_s}, the figures'
-{root, tables_sha256} and the copies' size. book/check_build.py (beside the book, like its site
-check) lists every way the copies, the figures' manifests, figures/summary.json and build.json
-disagree; `stale_chapters` names the chapters whose `.py` changed since the build: allowed (a toy
-rebuild takes hours), said, never failed on.
+commit, dirty flag, time, per chapter {commit, source_sha256, status, wall_s}, the figures' {root,
+tables_sha256, commits: the builds their manifests name} and the copies' size. book/check_build.py
+(beside the book, like its site check) lists every way the copies, the figures' manifests,
+figures/summary.json and build.json disagree; `stale_chapters` names the chapters whose `.py`
+changed since the build: allowed (a toy rebuild takes hours), said, never failed on.
 """
 
 from __future__ import annotations
@@ -98,7 +98,11 @@ def publish(executed: Path, records: list[dict], code: dict, figures: Path, dest
             atomic_write_text(Path(dest) / f"{name}.ipynb", nbformat.writes(nb) + "\n")
     manifest = {"budget": "toy", "commit": code["git"], "dirty": bool(code.get("dirty")),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "chapters": chapters,
-                "figures": {"root": repo_relative(figures), "tables_sha256": tables_sha256(figures)},
+                "figures": {"root": Path(figures).resolve().relative_to(Path(repo).resolve()).as_posix(),
+                            "tables_sha256": tables_sha256(figures),  # and the builds their manifests name:
+                            "commits": sorted({str(r.get("code", {}).get("git"))
+                                               for m in Path(figures).glob("*/manifest.json")
+                                               for r in json.loads(m.read_text()).values()})},
                 "size_bytes": sum(p.stat().st_size for p in Path(dest).glob("*.ipynb"))}
     atomic_write_json(Path(dest) / BUILD_FILE, manifest)
     return manifest
