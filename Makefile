@@ -1,4 +1,5 @@
-# Two commands (README): `make book` (the main job) and `make test` (what CI runs).
+# Two commands (README): `make book` (the main job) and `make test` (what CI runs); for readers,
+# `make html`: the toy book from its committed executed chapters (book/toy/), executing nothing.
 # Each sets itself up: a virtual environment in .venv with requirements.txt installed.
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,10 +11,11 @@ SET ?=
 PY := $(VENV)/bin/python
 BUDGET_ARGS = $(if $(BUDGET_FILE),--budget-file $(BUDGET_FILE),--budget $(BUDGET)) $(foreach s,$(SET),--set $(s))
 
-.PHONY: setup book test plan clean help
+.PHONY: setup book html test plan clean help
 
 help:
 	@echo "make book   # run every chapter at BUDGET=$(BUDGET) with papermill, save figures, build the HTML book"
+	@echo "make html   # the toy book from the committed executed chapters (book/toy/), no training: _build/committed/"
 	@echo "make test   # unit tests + every chapter at the smoke budget (papermill + nbval-lax) + book build check"
 	@echo "make plan   # the inputs BUDGET=$(BUDGET) needs (exit 2 if any is missing) and its compute per chapter"
 	@echo "            # BUDGET_FILE=my.toml (README, 'Your own data') and SET='key=value ...' work with book and plan"
@@ -33,12 +35,16 @@ setup: $(VENV)/.installed
 book: setup
 	$(PY) -m nblib.book run $(BUDGET_ARGS)
 
+html: setup
+	$(PY) -m nblib.book html
+
 plan: setup
 	$(PY) -m nblib.book.plan $(BUDGET_ARGS)
 
 test: setup
 	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests
 	$(PY) -m nblib.book test
+	$(PY) -m nblib.book html --out _build/committed
 
 clean:
 	rm -rf _build

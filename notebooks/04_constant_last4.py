@@ -279,6 +279,19 @@ table4 = scaling.variant_ablation(table_cl4, {"held-out " + split_a[1][0]: split
 ch.save_table(table4, "table04_variant_ablation_cl4", runs=all_runs)
 table4.round(4)
 
+# %% tags=["remove-output"]
+#| label: cell-last4-trajectory
+fig = protocol_figures.last4_trajectory_figure(experiments.trajectory_protocol_table(tp), scale, unit=b.unit)
+ch.save_figure(fig, f"fig_{scale.lower()}_last4_longppl", runs=[traj])
+
+# %% [markdown]
+# :::{figure} #cell-last4-trajectory
+# :label: fig-last4-trajectory
+# The title claim at budget {{ budget }}: the long trajectory's LongPPL against $D_l$, for the
+# Last4 merge of each point's last four checkpoints and for the raw checkpoint; the book's
+# landing page shows this figure.
+# :::
+
 # %% [markdown]
 # ## Fig. 6: predicting a trajectory from its prefix (Eq. 2)
 #

@@ -200,7 +200,8 @@ def test_layering_check_finds_a_planted_violation(planted):
 
 # The book runner: run, time, build, check, plan and report (issue 67). What the chapters say
 # and draw lives in nblib.chapters, budget files in nblib.budgets, the probe CLIs in nblib.probes.
-RUNNER = {"__init__", "__main__", "build", "chapter", "html", "nbval_runs", "plan", "run_report", "summary", "toc"}
+RUNNER = {"__init__", "__main__", "build", "chapter", "executed", "html", "nbval_runs", "plan", "reader", "run_report", "summary",
+          "toc"}
 
 
 def test_the_book_package_is_the_runner_only():

@@ -1,8 +1,8 @@
-"""`python -m nblib.book run|test|sync|toc`: see nblib.book.build."""
+"""`python -m nblib.book run|test|sync|toc` (nblib.book.build) and `html|stale` (nblib.book.reader)."""
 
 import sys
 
-from nblib.book.build import main
+from nblib.book.reader import main
 
 if __name__ == "__main__":
     sys.exit(main())

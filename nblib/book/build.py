@@ -39,11 +39,12 @@ import nbformat
 import pandas as pd
 import papermill as pm
 
+from nblib.book.executed import publish
 from nblib.book.html import BOOK, build_html, preflight_html
 from nblib.book.nbval_runs import NbvalRuns
 from nblib.book.plan import budget_source
 from nblib.book.run_report import run_report
-from nblib.book.summary import repo_relative, site_page, write_summary
+from nblib.book.summary import LANDING_FIGURE, landing_page, repo_relative, site_page, write_summary
 from nblib.book.toc import CHAPTERS, chapter_names, chapter_needs, check_registry, sync_toc, with_toc
 from nblib.budgets import get_budget
 from nblib.budgets.budget_file import BudgetFile
@@ -187,28 +188,37 @@ def _defaults(nb) -> dict:
     return out
 
 
-def stage_book(out_dir: Path, report_md: str, scorecard_md: str | None = None) -> None:
+def stage_book(out_dir: Path, report_md: str, scorecard_md: str | None = None, figures: Path | None = None) -> None:
     """Assemble the buildable book in out_dir: myst.yml (its table of contents written from the
     chapter registry), book/ pages (the run report, and the scorecard read from the build's
-    figures), template, executed notebooks."""
+    figures), template, executed notebooks. `figures`: the build's figures folder, whose
+    summary and chapter 4's figure the landing page shows (summary.landing_page)."""
     atomic_write_text(out_dir / "myst.yml", with_toc((REPO_ROOT / "myst.yml").read_text(), CHAPTERS))
     dst = out_dir / "book"
     if dst.exists():
         shutil.rmtree(dst)
-    shutil.copytree(BOOK, dst, ignore=shutil.ignore_patterns("sample", "__pycache__", "_build"))
+    shutil.copytree(BOOK, dst, ignore=shutil.ignore_patterns("sample", "toy", "__pycache__", "_build"))
     atomic_write_text(dst / "run_report.md", report_md)
     if scorecard_md is not None:
         atomic_write_text(dst / "scorecard.md", scorecard_md)
+    if figures is not None:
+        atomic_write_text(dst / "index.md", landing_page((BOOK / "index.md").read_text(), figures))
+        shown, staged = Path(figures) / LANDING_FIGURE, out_dir / "figures" / LANDING_FIGURE
+        if shown.is_file() and shown.resolve() != staged.resolve():  # the page links to ../figures/
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shown, staged)
 
 
-def check_book(html: Path, names: list[str], figures_dir: Path) -> list[str]:
-    """Problems with the built site: a missing chapter page or a missing figure of an executed chapter."""
+def check_book(html: Path, names: list[str], figures_dir: Path, shown: list[str] | None = None) -> list[str]:
+    """Problems with the built site: a missing chapter page or a missing figure of an executed
+    chapter (`shown`, default `names`: the chapters whose figures the site must show)."""
     sys.path.insert(0, str(BOOK))  # book/check_site.py is a script beside the book, not part of nblib
     try:
         from check_site import check_site
     finally:
         sys.path.pop(0)
-    figs = sorted(str(p) for n in names for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
+    shown = names if shown is None else shown
+    figs = sorted(str(p) for n in shown for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
     # a partial run (--chapters) links to chapters it did not execute: those are not problems
     skipped = tuple(x for c in chapters() if c not in names for x in (f"{c}.ipynb", site_page(f"{c}.ipynb")))
     return ([p for p in check_site(html, names, figs)
@@ -442,9 +452,12 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
         print(f"[book] FAILED {t['chapter']}: {t['error']}", file=sys.stderr)
     path = write_summary(figures_root(budget), budget)  # once, after the chapters; chapter 1 shows it
     print(f"[book] summary of the scorecard: {repo_relative(path)}")
+    report = run_report(times, budget, elapsed, jobs, source, chapter_file, code=code)
+    card = scorecard_markdown(Figures(figures_root(budget), budget))
+    if budget == "toy" and source is None and figures_root(budget) == REPO_ROOT / "figures":
+        keep_in_tree(out_dir, times, code, report, card)
     if build:
-        stage_book(out_dir, run_report(times, budget, elapsed, jobs, source, chapter_file, code=code),
-                   scorecard_markdown(Figures(figures_root(budget), budget)))
+        stage_book(out_dir, report, card, figures_root(budget))
         html = build_html(out_dir)
         problems = check_book(html, names, figures_root(budget))
         problems += browser_check(html, out_dir / "screenshots")
@@ -453,6 +466,19 @@ def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, pa
         if problems:
             return 1
     return 1 if failed else 0
+
+
+def keep_in_tree(out_dir: Path, times: list[dict], code: dict, report_md: str, scorecard_md: str) -> None:
+    """A toy run keeps its record in the tree, so a reader opens the book without training it
+    (`make html`): the executed chapters and build.json in book/toy/ (nblib.book.executed), the
+    scorecard and run report pages, and the landing page's findings. Smoke, full and budget-file
+    runs write only under `_build/`."""
+    manifest = publish(out_dir / "notebooks", times, code, REPO_ROOT / "figures")
+    atomic_write_text(BOOK / "scorecard.md", scorecard_md)
+    atomic_write_text(BOOK / "run_report.md", report_md)
+    atomic_write_text(BOOK / "index.md", landing_page((BOOK / "index.md").read_text(), REPO_ROOT / "figures"))
+    print(f"[book] kept in the tree: {len(manifest['chapters'])} executed chapters in book/toy/ "
+          f"({manifest['size_bytes'] / 1e6:.2f} MB), book/scorecard.md, book/run_report.md, book/index.md", flush=True)
 
 
 def test_book(out_dir: Path, jobs: int | None = None) -> int:

@@ -189,3 +189,34 @@ def summary_bundle(summary: dict, how: str | None = None) -> dict:
     md = MarkdownIt("commonmark").enable("table")
     return {"text/markdown": summary_markdown(summary, "notebooks", how=how),
             "text/html": md.render(summary_markdown(summary, site=True, how=how))}
+
+
+# The landing page's findings sit between these two lines of book/index.md (`landing_page`); the
+# rest of the page is written by hand. LANDING_FIGURE: chapter 4's figure of the title claim (§4.2).
+LANDING_START = "<!-- findings: written by the book runner from figures/summary.json; edit nblib/book/summary.py -->"
+LANDING_END = "<!-- end of findings -->"
+LANDING_FIGURE = "04_constant_last4/fig_s5_last4_longppl.png"
+
+
+def landing_page(page: str, figures) -> str:
+    """book/index.md's text `page` with its findings block (between LANDING_START and LANDING_END;
+    a page without both is refused, naming them) read from the figures folder `figures`: the counts
+    by verdict, the reproduced claims linked to their chapters, and chapter 4's LANDING_FIGURE. The
+    page links to `../figures/`, so the folder sits beside book/ (the repository, a staged book)."""
+    start, end = page.find(LANDING_START), page.find(LANDING_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the landing page has no findings block: it needs the lines {LANDING_START!r} and "
+                         f"{LANDING_END!r}, in that order")
+    path = Path(figures) / SUMMARY_FILE
+    lines = ["## What the book found", "",
+             summary_markdown(json.loads(path.read_text()), base="book") if path.is_file() else
+             f"No summary of the scorecard yet (`figures/{SUMMARY_FILE}`): `make book` writes it after the chapters.", ""]
+    if (Path(figures) / LANDING_FIGURE).is_file():
+        lines += [f"![S5's Constant trajectory: LongPPL of the Last4 merges and of the raw checkpoints against the "
+                  f"long-context tokens Dl](../figures/{LANDING_FIGURE})", "",
+                  "*The title claim at toy scale: S5's Constant trajectory, LongPPL against Dl "
+                  "([Chapter 4](../notebooks/04_constant_last4.ipynb)).*", ""]
+    else:
+        lines += [f"*Chapter 4's figure of S5's Last4 LongPPL against Dl (`figures/{LANDING_FIGURE}`) appears here "
+                  "once chapter 4 has run at toy.*", ""]
+    return page[:start + len(LANDING_START)] + "\n\n" + "\n".join(lines).rstrip() + "\n\n" + page[end:]

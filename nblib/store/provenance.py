@@ -18,6 +18,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The budget file of this process and the processes it starts (training workers, torchrun):
 # JSON {"path", "sha256", "base"[, "sets"]}, set by the chapter that read the file.
 BUDGET_FILE_ENV = "NBLIB_BUDGET_FILE"
+# What the toy book's build writes into the tree (figures, the executed chapters, the pages it
+# fills): a change there is the build's own output, not a change to the code, so it does not
+# mark the code `dirty` (else every figure after the first of a build would say so).
+BUILD_OUTPUTS = ("figures", "book/toy", "book/scorecard.md", "book/run_report.md", "book/index.md")
 
 
 def set_budget_file(record: dict | None) -> None:
@@ -39,12 +43,14 @@ def budget_file_record() -> dict | None:
 
 
 def code_version() -> dict:
-    """git revision of the repository (and whether the tree had uncommitted changes), and the
-    budget file when one is named (`set_budget_file`)."""
+    """git revision of the repository (and whether the tree had uncommitted changes outside the
+    book build's own outputs, BUILD_OUTPUTS), and the budget file when one is named
+    (`set_budget_file`)."""
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){p}" for p in BUILD_OUTPUTS)], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=10).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):
         rev, dirty = "", False

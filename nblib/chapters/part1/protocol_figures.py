@@ -148,6 +148,21 @@ def prefix_fits_figure(dl, log_longppl, fits: dict, scale: str, unit: str = "N")
     return fig
 
 
+def last4_trajectory_figure(traj, scale: str, unit: str = "N"):
+    """The title claim (§4.2) on its own: the long trajectory's LongPPL against Dl, Last4 and Raw
+    checkpoints (`traj`: `experiments.trajectory_protocol_table`, Dl in multiples of `unit`), the
+    figure the book's landing page shows."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for protocol, label, style in (("Raw", "Raw checkpoint", dict(ls=":", marker=".", color="0.55")),
+                                   ("Last4", "Last4 (the last four checkpoints averaged)", dict(marker="o"))):
+        t = traj[traj.protocol == protocol].sort_values("dl")
+        ax.plot(t.dl, t.longppl, ms=4, label=label, **style)
+    ax.set(xlabel=f"$D_l$ (multiples of {unit.strip()})", ylabel="LongPPL (perplexity)",
+           title=f"{scale}'s Constant trajectory: LongPPL against $D_l$")
+    legend_outside(ax, "below", ncol=2)
+    return fig
+
+
 def elasticity_ratio_figure(d_meas, r_meas, d_ext, r_ext):
     """Fig. 17 (App. D.1): R(Dl) = e_Long / e_Short along the trajectory (`d_meas` in tokens,
     solid) and its fits extended past it (`d_ext`, dashed), R = 1 grey; Dl labelled in tokens
