@@ -17,6 +17,15 @@ def _pair(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def spearman_rho(x, y) -> float:
+    """Spearman's rank correlation of x and y (scipy.stats.spearmanr), for the Dl trends of
+    Fig. 5 and Table 14. scipy.stats is imported here, on first use: at module level it adds
+    about 1.2 s to the start of every kernel and process that imports the chapters."""
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(x, y).statistic)
+
+
 def lins_ccc(x, y) -> float:
     """Lin's concordance correlation coefficient (App. B, Fig. 4b).
 

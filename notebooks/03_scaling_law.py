@@ -181,7 +181,7 @@ ch.save_figure(fig, "fig02_trends", runs=runs)
 
 # %%
 splits = {"S1-S3 → S4": (["S1", "S2", "S3"], ["S4"]), "S1-S4 → S5": (["S1", "S2", "S3", "S4"], ["S5"])}
-holdout = scaling.holdout_evals(table, splits)
+holdout = ch.cached(scaling.holdout_evals, table, splits)
 for name, res in holdout.items():  # an optimum on a bound, or with no interior optimum, is said here
     print(res.fit.report(f"{name}: ") or f"{name}: every parameter inside its bounds")
 ch.markdown(law_findings.degenerate_fit_findings(holdout))
@@ -204,7 +204,7 @@ ch.save_figure(fig, "fig03_parity", runs=runs)
 # replacement and the whole procedure rerun on each resample; the held-out points stay fixed.
 
 # %%
-r2_intervals = scaling.holdout_r2_intervals(table, splits, n_boot=ch.n_boot, seed=seed)
+r2_intervals = ch.cached(scaling.holdout_r2_intervals, table, splits, n_boot=ch.n_boot, seed=seed)
 ch.save_table(r2_intervals.reset_index(), "fig03_r2_intervals", runs=runs)
 r2_intervals.round(4)
 
@@ -233,7 +233,7 @@ ch.markdown(law_findings.host_spread_findings(records("toy_grid_ladder")))
 # (N, Ds, Dl as raw counts), as in Table 11.
 
 # %%
-table11 = scaling.parameter_table(table, splits, n_boot=ch.n_boot, seed=seed)
+table11 = ch.cached(scaling.parameter_table, table, splits, n_boot=ch.n_boot, seed=seed)
 ch.save_table(table11, "table11_fitted_params", runs=runs)
 table11.round(6)
 
@@ -260,8 +260,8 @@ else:
 # multi-start as {eq}`eq-law` and judged on the held-out scales only.
 
 # %%
-table3 = scaling.variant_ablation(table, {te[0]: (tr, te) for tr, te in splits.values()}, paper=TABLE3_LD,
-                                  variants=b.variant_laws, n_starts=b.variant_fit_starts)
+table3 = ch.cached(scaling.variant_ablation, table, {te[0]: (tr, te) for tr, te in splits.values()},
+                   paper=TABLE3_LD, variants=b.variant_laws, n_starts=b.variant_fit_starts)
 ch.save_table(table3, "table03_variant_ablation", runs=runs)
 display(table3.round(4))
 ch.markdown(law_findings.table3_verdict(table3))
@@ -275,8 +275,8 @@ ch.markdown(law_findings.table3_verdict(table3))
 
 # %%
 rivals = {s: table3.set_index("variant").drop(index="additive")[f"{s} R²"].idxmax() for s in ("S4", "S5")}
-r2_diff = scaling.r2_difference_intervals(table, {te[0]: (tr, te) for tr, te in splits.values()}, rivals,
-                                          n_boot=ch.n_boot, seed=seed, n_starts=b.variant_fit_starts)
+r2_diff = ch.cached(scaling.r2_difference_intervals, table, {te[0]: (tr, te) for tr, te in splits.values()},
+                    rivals, n_boot=ch.n_boot, seed=seed, n_starts=b.variant_fit_starts)
 ch.save_table(r2_diff, "table03_r2_difference", runs=runs)
 display(r2_diff.round(4))
 ch.verdict("§3.3, Table 3")
@@ -324,8 +324,9 @@ print(f"Ds = Dl zero crossing at N = 12.2 x S5: {cross:.3g} tokens per stage, {c
 # this chapter's own table:
 
 # %%
-out = subprocess.run([sys.executable, "-m", "nblib.lccp.scaling", "fit", str(csv), "--holdout", "S5", "--bootstrap", "20",
-                      "--out", str(csv.with_name("predictions_s5.csv"))], capture_output=True, text=True)
+out = subprocess.run([sys.executable, "-m", "nblib.lccp.scaling", "fit", str(csv), "--holdout", "S5",
+                      "--bootstrap", str(min(20, ch.n_boot)), "--out", str(csv.with_name("predictions_s5.csv"))],
+                     capture_output=True, text=True)
 print(out.stdout[-3000:] or out.stderr[-3000:])
 
 # %% [markdown]
@@ -340,7 +341,7 @@ print(out.stdout[-3000:] or out.stderr[-3000:])
 
 # %%
 short_table = table.assign(longppl=table["shortppl"])  # the fitter reads the `longppl` column
-short_holdout = scaling.holdout_evals(short_table, splits)
+short_holdout = ch.cached(scaling.holdout_evals, short_table, splits)
 pd.DataFrame([{"split": n, "LongPPL R²": holdout[n].r2, "LongPPL MAPE %": holdout[n].mape,
                "ShortPPL R²": r.r2, "ShortPPL MAPE %": r.mape} for n, r in short_holdout.items()]).round(4)
 

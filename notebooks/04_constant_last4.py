@@ -245,7 +245,7 @@ table_cl4, tp = experiments.constant_last4_fit_table(ev, const, traj, scale, fit
 tl4 = tp[tp.rule == "last4"]
 split_a = (fit_scales[:-1], [fit_scales[-1]])
 split_b = (fit_scales, [scale])
-held = scaling.holdout_evals(table_cl4, {"a": split_a, "b": split_b})
+held = ch.cached(scaling.holdout_evals, table_cl4, {"a": split_a, "b": split_b})
 res_a, res_b = held["a"], held["b"]
 ch.save_table(table_cl4[["scale", "N", "Ds", "Dl", "ds_mult", "dl_mult", "longppl", "shortppl"]],
               "runs_constant_last4", runs=all_runs)  # the fit table, for benchmarks/bench_fit.py
@@ -274,8 +274,9 @@ print(f"paper: S4 R² {TABLE4_CL4['additive'][0]}, MAPE {TABLE4_CL4['additive'][
       f"S5 trajectory R² {TABLE4_CL4['additive'][2]}, MAPE {TABLE4_CL4['additive'][3]}%")
 
 # %%
-table4 = scaling.variant_ablation(table_cl4, {"held-out " + split_a[1][0]: split_a, f"{scale} trajectory": split_b},
-                                  paper=TABLE4_CL4, variants=b.variant_laws, n_starts=b.variant_fit_starts)
+table4 = ch.cached(scaling.variant_ablation, table_cl4,
+                   {"held-out " + split_a[1][0]: split_a, f"{scale} trajectory": split_b},
+                   paper=TABLE4_CL4, variants=b.variant_laws, n_starts=b.variant_fit_starts)
 ch.save_table(table4, "table04_variant_ablation_cl4", runs=all_runs)
 table4.round(4)
 
@@ -302,7 +303,7 @@ ch.save_figure(fig, f"fig_{scale.lower()}_last4_longppl", runs=[traj])
 tl = tl4.sort_values("Dl")
 y_all, dl_all = np.log(tl.longppl.to_numpy()), tl.Dl.to_numpy(float)
 prefixes = [b.multiple_scale * m for m in (20, 40, 60)]
-prefix_errors, prefix_fits = scaling.prefix_forecast(dl_all, y_all, tl.dl_mult, prefixes)
+prefix_errors, prefix_fits = ch.cached(scaling.prefix_forecast, dl_all, y_all, tl.dl_mult, prefixes)
 
 # %% tags=["remove-output"]
 #| label: cell-prefix-fits

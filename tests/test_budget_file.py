@@ -78,10 +78,11 @@ def _corpus(path: Path, n: int = 200) -> Path:
 # LongPPL reference, the first hash, since it names the two threads it trains at).
 PINNED = {
     # smoke: its runs after the short stage in bf16 since toy's are (smoke is toy sized down), and
-    # 16 sequences a short-stage step (4 before: the same tokens in a quarter of the steps); its
-    # reference and the short stages of S3 and S5 in bf16 too since design Vc
-    "smoke": (85, "d73f50b73e10e158c53ab03ab72b8f2f17ad1e676339fc6dbe8db00e34ee8878", "104a10bda33eba1e",
-              "7e05fba7ab47bbc7"),
+    # 64 sequences a short-stage step at S4 and S5 (16 before, and still at S1-S3; 4 before
+    # that: the same tokens in fewer steps); its reference and the short stages of S3 and S5
+    # in bf16 too since design Vc
+    "smoke": (85, "ba9d41684ce9045e2ad2dcb5b1f5e51bee4bd20ac647ccf244304bc2e20e1b31", "104a10bda33eba1e",
+              "08715c2e9e3135dd"),
     # toy: design V's grid since it became the book's (grid F's is data/probes/grid_designs/F.toml),
     # its runs after the short stage in bf16 (long_precision) since that was adopted (Vb), and its
     # reference and the short stages of S3 and S5 since design Vc
@@ -146,6 +147,16 @@ def _entered(stage, scale: str, kind: str) -> bool:
     if kind == "precision":  # every run at the long context, and the short stages of bf16_short_scales
         return stage != "short" or scale in SMOKE.bf16_short_scales
     return stage != "short"  # the LCCP context: LCCP runs and the reference (trained at it)
+
+
+def test_a_short_stage_batch_that_leaves_a_decay_no_step_is_refused_by_name():
+    """At smoke, S1's smallest Ds is 11 short-stage steps of 16 sequences: 64 a step leaves it 2,
+    and a WSD decay of the last 1/9 of 2 steps trains nothing, so its Linear-Decay runs would find
+    no checkpoint to start from. The grid says so when it is built, before any training."""
+    b = read_budget_file(None, ["scales.S1.batch_short=64"], base="smoke").budget
+    with grid.placeholder_corpus(), pytest.raises(BudgetError, match=r"S1: Ds = .* is 2 short-stage step\(s\) at "
+                                                                     r"batch_short=64, too few for its WSD decay"):
+        grid.grid_runs(b)
 
 
 @pytest.mark.parametrize("setting, in_code, kind", CHANGES, ids=[c[0] for c in CHANGES])
@@ -466,7 +477,7 @@ def test_the_toys_bpe_is_trained_on_the_corpus_pinned_and_reused(tmp_path, monke
 
 def test_the_record_reaches_every_manifest_and_child_process(tmp_path, monkeypatch):
     monkeypatch.delenv("NBLIB_BUDGET_FILE", raising=False)
-    f = read_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\nn_boot = 4\n'))
+    f = read_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\nn_boot = 6\n'))
     assert "budget_file" not in code_version() and budget_file_record() is None
     set_budget_file(f.record())
     try:
@@ -482,13 +493,13 @@ def test_the_record_reaches_every_manifest_and_child_process(tmp_path, monkeypat
 
 def test_the_run_report_names_the_file_and_its_hash(tmp_path):
     from nblib.book.build import run_report
-    f = read_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\nn_boot = 4\n'), ["scales.S1.lr=0.005"])
+    f = read_budget_file(_write(tmp_path / "b.toml", 'base = "smoke"\nn_boot = 6\n'), ["scales.S1.lr=0.005"])
     one = f.for_chapters(tmp_path)
     md = run_report([{"chapter": "01_introduction", "status": "ok", "wall_s": 1.0}], "smoke", source=f,
                     chapter_file=one)
     assert f"`{tmp_path / 'b.toml'}` (sha256 `{f.sha256}`), base **smoke**" in md
     assert "`--set scales.S1.lr=0.005`" in md and f"`{one.path}` (sha256 `{one.sha256}`)" in md
-    assert "`n_boot` = `4` (base: `8`)" in md and "`scales.S1.lr` = `0.005` (base: `0.01`)" in md
+    assert "`n_boot` = `6` (base: `4`)" in md and "`scales.S1.lr` = `0.005` (base: `0.01`)" in md
     assert "Budget file" not in run_report([], "smoke")
 
 

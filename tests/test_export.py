@@ -268,16 +268,16 @@ def test_unknown_family_and_corrupt_checkpoint_are_refused(runs, tmp_path, capsy
     assert not (tmp_path / "o").exists() and no_leftovers(tmp_path)
 
 
-def test_the_command_line(runs, tmp_path):
-    """`python -m nblib.export` itself: exit 0 and a pointer to the next step; exit 2 and one line."""
+def test_the_command_line(runs, tmp_path, capsys):
+    """`python -m nblib.export` itself: exit 0 and a pointer to the next step; then exit 2 and
+    one line (in this process, through the same run_cli)."""
     run = runs["gemma3"]
     p = subproc.run([sys.executable, "-m", "nblib.export", str(run.path), str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
     assert "Gemma3ForCausalLM" in p.stdout and "from_pretrained" in p.stdout
-    p = subproc.run([sys.executable, "-m", "nblib.export", str(run.path), str(tmp_path / "o")],
-                       capture_output=True, text=True, timeout=300, env=ENV, stdin=subprocess.DEVNULL)
-    assert_user_error(p.returncode, p.stderr, "not empty")
+    capsys.readouterr()
+    assert_user_error(call(E.main, [str(run.path), str(tmp_path / "o")]), capsys.readouterr().err, "not empty")
     assert "AutoModelForCausalLM" in E.__doc__ and "lm_eval" in E.__doc__ and "vllm" in E.__doc__
 
 

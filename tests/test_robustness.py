@@ -376,7 +376,15 @@ def test_killed_checkpoint_write_then_restart_leaves_no_temporary_folder(tmp_pat
 
 # --------------------------------------------------------------------------- merge CLI
 
-def test_merge_cli_inputs_and_outputs(trained, tmp_path):
+def test_merge_cli_inputs_and_outputs(trained, tmp_path, capsys):
+    # the bad inputs in this process through the CLI's one error path (`python -m
+    # nblib.lccp.merge` is run_cli(main) too); one real process writes a merge
+    from nblib.lccp.merge.cli import main as merge_main
+
+    def merge_cli(*args):
+        code = call_cli(merge_main, [str(a) for a in args])
+        return code, capsys.readouterr().err
+
     run = copy_run(trained, tmp_path / "store")
     ckpts = run.checkpoints()[-4:]
     good = [c.weights for c in ckpts]
@@ -386,20 +394,19 @@ def test_merge_cli_inputs_and_outputs(trained, tmp_path):
     bad["empty"].write_bytes(b"")
     bad["not safetensors"].write_text("hello, world")
     for name, path in bad.items():
-        code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", "--m", "2", good[0], path,
-                                  "-o", tmp_path / "o.safetensors")
+        code, err = merge_cli("--method", "lastM", "--m", "2", good[0], path, "-o", tmp_path / "o.safetensors")
         assert_user_error(code, err, str(path))
-    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *good, "-o", tmp_path)
+    code, err = merge_cli("--method", "lastM", *good, "-o", tmp_path)
     assert_user_error(code, err, "is a folder")
-    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *good, "-o", good[-1])
+    code, err = merge_cli("--method", "lastM", *good, "-o", good[-1])
     assert_user_error(code, err, "is also an input")
-    # checkpoint folders are inputs too; the output is byte-reproducible and gets the usual mode
-    outs = []
-    for i in range(2):
-        out = tmp_path / f"m{i}.safetensors"
-        code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *[c.path for c in ckpts], "-o", out)
-        assert code == 0, err
-        outs.append(out)
+    # checkpoint folders are inputs too; the output is byte-reproducible (a process and this
+    # one write the same bytes) and gets the usual mode
+    outs = [tmp_path / f"m{i}.safetensors" for i in range(2)]
+    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", *[c.path for c in ckpts], "-o", outs[0])
+    assert code == 0, err
+    code, err = merge_cli("--method", "lastM", *[c.path for c in ckpts], "-o", outs[1])
+    assert code == 0, err
     assert outs[0].read_bytes() == outs[1].read_bytes()
     umask = os.umask(0)
     os.umask(umask)
@@ -409,8 +416,8 @@ def test_merge_cli_inputs_and_outputs(trained, tmp_path):
     w = load_file(str(good[0]))
     w[next(iter(w))][0] = float("nan")
     save_file(w, str(tmp_path / "nan.safetensors"), metadata={"step": "1"})
-    code, _, err = run_module("nblib.lccp.merge", "--method", "lastM", "--m", "2", tmp_path / "nan.safetensors",
-                              good[-1], "-o", tmp_path / "x.safetensors")
+    code, err = merge_cli("--method", "lastM", "--m", "2", tmp_path / "nan.safetensors", good[-1],
+                          "-o", tmp_path / "x.safetensors")
     assert_user_error(code, err, "NaN or inf")
     assert not (tmp_path / "x.safetensors").exists()
     assert [p.name for p in tmp_path.glob(".*.tmp")] == []

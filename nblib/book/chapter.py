@@ -30,6 +30,7 @@ from nblib.chapters.claims.claim import Figures
 from nblib.chapters.claims.noise import table14_noise
 from nblib.chapters.claims.scorecard import verdict_line
 from nblib.chapters.figures import figures_root, save_figure, save_table
+from nblib.store.call_cache import cached_call
 from nblib.store.provenance import REPO_ROOT, set_budget_file
 from nblib.store.runstore import RunStore
 
@@ -108,6 +109,12 @@ class Chapter:
     def save_table(self, df, name: str, runs=(), extra: dict | None = None):
         """Save a table as figures/<chapter>/<name>.csv with provenance."""
         return save_table(df, self.name, name, self.budget.name, runs=runs, extra=extra)
+
+    def cached(self, fn, *args, **kwargs):
+        """fn(*args, **kwargs) from the run store's results cache, computed there once
+        (`nblib.store.call_cache`): a chapter executed again over a finished store, as in a
+        rebuild or nbval's pass, reads its fits instead of refitting them."""
+        return cached_call(self.store.root, fn, *args, **kwargs)
 
     @staticmethod
     def markdown(text: str) -> None:

@@ -432,10 +432,12 @@ def _smoke() -> Budget:
     toy = _toy()
     v, ml = 257, 1024
     k = 0.02
-    # 16 sequences of 8 tokens a short-stage step: a smoke step costs its Python and optimizer
-    # overhead, not its tokens, so 4 sequences a step trained the same short-stage tokens in 4x
-    # the steps (the grid's trunks and Linear-Decay runs at smoke: 13,024 steps in 54 s against
-    # 4,041 in 31 s with 16, both beside another job on 2 cores).
+    # 16 sequences of 8 tokens a short-stage step at S1-S3, 64 at S4 and S5: a smoke step costs
+    # its Python and optimizer overhead, not its tokens, so fewer, larger steps train the same
+    # short-stage tokens faster. S1-S3 keep 16: with 64 their smallest Ds is 2-5 steps, too few
+    # for a WSD decay (grid.short_stage refuses it). The grid's trunks and Linear-Decay runs at
+    # smoke: 13,024 steps in 54 s with 4 sequences against 4,041 in 31 s with 16, both beside
+    # another job on 2 cores; S4's and S5's alone, one thread: 23.8 s with 16 against 14.8 s with 64.
     scales = {
         "S1": ScaleSpec(name="S1", model=_llama(vocab=v, d=8, layers=1, heads=1, kv=1, ff=16, max_len=ml, variant="smeared"),
                     batch_short=16, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S1"]),
@@ -444,9 +446,9 @@ def _smoke() -> Budget:
         "S3": ScaleSpec(name="S3", model=_llama(vocab=v, d=16, layers=1, heads=2, kv=1, ff=32, max_len=ml, variant="smeared"),
                     batch_short=16, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S3"]),
         "S4": ScaleSpec(name="S4", model=_llama(vocab=v, d=16, layers=2, heads=2, kv=1, ff=32, max_len=ml, variant="smeared"),
-                    batch_short=16, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S4"]),
+                    batch_short=64, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S4"]),
         "S5": ScaleSpec(name="S5", model=_llama(vocab=v, d=24, layers=2, heads=3, kv=1, ff=48, max_len=ml, variant="smeared"),
-                    batch_short=16, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S5"]),
+                    batch_short=64, batch_long=1, lr=1e-2, warmup_steps=2, paper_n_params=PAPER_N["S5"]),
     }
     return replace(
         # Byte tokens: smoke checks code paths, and its fits converge 2-3x faster on byte-level
@@ -467,7 +469,7 @@ def _smoke() -> Budget:
                    "batch": 4, "lr": 1e-2,
                    "warmup_steps": 2, "n_tokens": 20_000,
                    "copy": {"min_match": 4, "max_match": 16, "calibration_sequences": 20}},
-        scales=scales, pair=_pair_smoke(), n_boot=8, variant_fit_starts=2,
+        scales=scales, pair=_pair_smoke(), n_boot=4, variant_fit_starts=2,
         variant_laws=("additive", "no_offset", "combined_budget", "effective_data"),
         # RULER's templates alone are ~200 bytes: smoke prompts are longer than its context
         ruler_samples=2, ruler_len=600, ruler_max_new=8,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 
 from nblib.budgets import Budget
 from nblib.gemma.pair import heldout_loss, ladder_configs, pair_configs, tensor_digest
@@ -113,6 +112,8 @@ def fit_gap_trend(table: pd.DataFrame, per_window: dict, target: float = BLOG_TO
     dof = len(x) - 2
     s2 = float(resid @ resid / dof)
     se = np.sqrt(s2 * (1 + 1 / len(x) + (x0 - x.mean()) ** 2 / ((x - x.mean()) ** 2).sum()))
+    import scipy.stats  # on first use: at module level it adds about 1.2 s to every kernel's start
+
     t = scipy.stats.t.ppf(1 - (1 - level) / 2, dof)
     zero = np.array([_zero_crossing(a_, b_, x.max()) for a_, b_ in coef])
     zero_at = _zero_crossing(a, b, x.max())

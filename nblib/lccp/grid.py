@@ -20,7 +20,7 @@ import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from nblib.budgets import SCALES, Budget
+from nblib.budgets import SCALES, Budget, BudgetError
 from nblib.data import CORPUS_PLACEHOLDER, corpus_identity
 from nblib.store.runstore import RunConfig
 from nblib.training.schedules import wsd_stable_steps
@@ -105,6 +105,12 @@ def _build_short_stage(budget: Budget, scale: str, seed: int, ds_multiples: tupl
     spec = budget.scale(scale)
     plain = {m: wsd_config(budget, scale, m, seed) for m in ds_multiples}
     stable = {m: wsd_stable_steps(c.total_steps, 1 / 9) for m, c in plain.items()}
+    for m, c in plain.items():
+        if stable[m] >= c.total_steps:  # a branch with nothing to train would leave no final checkpoint
+            raise BudgetError(f"{scale}: Ds = {m:g}{budget.unit or 'N'} is {c.total_steps} short-stage step(s) at "
+                              f"batch_short={spec.batch_short}, too few for its WSD decay (the last 1/9 of the "
+                              "steps); allowed: Ds budgets of at least 2 steps after the warmup (a smaller "
+                              "batch_short or larger ds_multiples)")
     tps = spec.batch_short * budget.short_seq_len
     trunk = RunConfig(
         model=model_config(budget, scale), data=data_config(budget, "short"),

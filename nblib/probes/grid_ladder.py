@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from nblib.probes import results
+from nblib.stats import spearman_rho
 from nblib.store.provenance import REPO_ROOT, code_version
 
 RECORDS = ("toy_grid_ladder.csv", "toy_grid_ladder_s5.jsonl")
@@ -153,7 +153,7 @@ def trajectory_measures(figures: Path) -> dict:
     if traj.is_file():
         t = pd.read_csv(traj)
         last4 = t[t.protocol == "Last4"].set_index("dl")["longppl"].sort_index()
-        out[S5_RHO] = float(spearmanr(last4.index, last4.to_numpy())[0])
+        out[S5_RHO] = spearman_rho(last4.index, last4.to_numpy())
         out.update({col: float(last4[dl]) for dl, col in S5_AT.items() if dl in last4.index})
     table4 = figures / "04_constant_last4" / "table04_variant_ablation_cl4.csv"
     if table4.is_file():

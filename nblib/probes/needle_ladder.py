@@ -29,11 +29,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from scipy.stats import spearmanr
 
 from nblib.budgets import targets as T
 from nblib.probes import results
 from nblib.store.atomic import atomic_write_text
+from nblib.stats import spearman_rho
 from nblib.store.provenance import REPO_ROOT, code_version
 
 RECORDS = ("toy_needle_ladder.csv",)
@@ -71,8 +71,8 @@ def needle_measures(figures: Path) -> dict:
     traj = pd.read_csv(folder / "needle_trajectory.csv")
     first, last = traj.dl.min(), traj.dl.max()
     last4 = traj[traj.protocol == "Last4"].sort_values("dl")
-    out = {RHO_PIECE: float(spearmanr(last4.dl, last4.piece_hit)[0]),
-           RHO_GAIN: float(spearmanr(last4.dl, last4.needle_gain)[0]),
+    out = {RHO_PIECE: spearman_rho(last4.dl, last4.piece_hit),
+           RHO_GAIN: spearman_rho(last4.dl, last4.needle_gain),
            FIRST: float(traj[traj.dl == first].score.mean()), LAST_DL: float(last)}
     at_last = traj[traj.dl == last].set_index("protocol")
     out.update({col: float(at_last.loc[p, "score"]) for p, col in LAST.items()})

@@ -194,17 +194,18 @@ def checkpoint_of(weights: str | os.PathLike) -> Path | None:
     return None
 
 
-def list_checkpoints(run_dir: str | os.PathLike, deep: bool = False, report=None) -> list[CheckpointInfo]:
+def list_checkpoints(run_dir: str | os.PathLike, deep: bool = False, report=None, only=None) -> list[CheckpointInfo]:
     """Valid checkpoints of a run, oldest first. Corrupt ones are reported and skipped.
 
     report: callable(str) for messages about skipped checkpoints (default: warnings.warn).
+    only: checkpoint folders to consider (default: every step_* folder of the run).
     """
     report = report or (lambda msg: warnings.warn(msg, stacklevel=2))
     root = Path(run_dir) / CKPT_DIR
     out = []
     if not root.exists():
         return out
-    for p in sorted(root.glob("step_*")):
+    for p in sorted(root.glob("step_*") if only is None else map(Path, only)):
         if not p.is_dir() or not p.name[5:].isdigit():
             continue
         try:

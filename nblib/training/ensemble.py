@@ -64,8 +64,6 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-                                                     set_optimizer_state_dict)
 from torch.func import functional_call
 from torch.optim._muon import _adjust_lr
 from tqdm import tqdm
@@ -226,6 +224,9 @@ class _Member:
             start, ostate, rng = _apply_init(self.run, model, self.log)
         opts = make_optimizers(model, cfg.optimizer, self.sched(min(start, self.total - 1)))
         if ostate is not None:
+            # imported on first use, as in train.py (about 1 s of every importing process's start)
+            from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
             set_optimizer_state_dict(model, list(opts.values()), ostate)
         # The RNG state a solo run would checkpoint (training itself draws no random numbers).
         self.rng = rng if rng is not None else torch.get_rng_state()
@@ -237,6 +238,8 @@ class _Member:
         """Checkpoint `step` with the solo trainer's functions. An own step keeps the solo
         trainer's optimizer-state policy, counted over own steps only (resume points never
         push an own checkpoint's optimizer state out)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
         cfg = self.cfg
         torch.set_rng_state(self.rng)
         opt = StateDictOptions(full_state_dict=True, cpu_offload=True)

@@ -30,8 +30,6 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                     get_optimizer_state_dict, set_optimizer_state_dict)
 from tqdm import tqdm
 
 from nblib.cli import run_cli
@@ -40,7 +38,7 @@ from nblib.cli import UserError
 from nblib.models import build_model
 from nblib.models.llama import expand_kv_heads
 from nblib.store.atomic import append_jsonl, atomic_write_json, open_no_follow
-from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, clean_checkpoint_temporaries,
+from nblib.store.checkpoint import (CKPT_DIR, CheckpointInfo, CorruptCheckpointError, clean_checkpoint_temporaries,
                                     drop_optimizer_state, list_checkpoints, load_training_state, load_weights, quarantine,
                                     save_checkpoint, verify_checkpoint)
 from nblib.store.provenance import code_version
@@ -327,6 +325,10 @@ def _train(run, log, progress: bool, strategy: str, device: str | None) -> None:
     train_model = wrap_distributed(model, strategy)  # FSDP2 shards `model` in place
     opts = make_optimizers(model, cfg.optimizer, sched(start_step))  # after sharding: DTensor params
     if ostate is not None:
+        # torch.distributed.checkpoint is imported where a run saves or restores state: at module
+        # level it (and sympy, through torch.fx) adds about 1 s to every process that imports nblib
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
         set_optimizer_state_dict(model, list(opts.values()), ostate)
     if rng is not None:
         torch.set_rng_state(rng)
@@ -458,6 +460,8 @@ def _apply_init(run, model, log) -> tuple[int, dict | None, torch.Tensor | None]
 
 def _save(run, model, opts, step, cfg, log) -> None:
     """Checkpoint on rank 0; gathering the full weights and optimizer state is collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
     rank, _ = dist_info()
     opt = StateDictOptions(full_state_dict=True, cpu_offload=True)
     state = get_model_state_dict(model, options=opt)
@@ -467,7 +471,10 @@ def _save(run, model, opts, step, cfg, log) -> None:
     save_checkpoint(run.path, step, step * cfg.tokens_per_step, state, {"all": ostate})
     log.info(f"checkpoint step {step}")
     if cfg.keep_optimizer == "last":  # the newest two keep their optimizer state: one corrupt file never means step 0
-        resumable = [ck for ck in list_checkpoints(run.path, report=log.warning) if ck.has_optimizer]
+        # only the folders still holding an optimizer file are listed and verified: a few per save,
+        # not every checkpoint of the run (quadratic over a trajectory of hundreds)
+        holding = [p for p in sorted((run.path / CKPT_DIR).glob("step_*")) if (p / "optim.safetensors").exists()]
+        resumable = [ck for ck in list_checkpoints(run.path, report=log.warning, only=holding) if ck.has_optimizer]
         for ck in resumable[:-KEEP_RESUMABLE]:
             drop_optimizer_state(ck)
 

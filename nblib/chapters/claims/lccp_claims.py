@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from nblib.budgets import get_budget
 from nblib.budgets import targets as T
@@ -18,6 +17,7 @@ from nblib.lccp import scaling
 from nblib.lccp.law_checks import law_conditions, longppl_seed_spread
 from nblib.probes import grid_ladder as GL
 from nblib.probes import records
+from nblib.stats import spearman_rho
 
 
 def _law(f: Figures) -> Measure:
@@ -144,7 +144,7 @@ def _s5_trajectory(f: Figures) -> Measure:
     g = t[(t.protocol == "Last4") & (t.dl >= 10)].sort_values("dl")
     if len(g) < 3:
         return NOT_MEASURED
-    rho = float(spearmanr(g.dl, g.longppl).statistic)
+    rho = spearman_rho(g.dl, g.longppl)
     at30 = g[g.dl == 30].longppl
     start = f"{at30.iloc[0]:.2f} at 30" if len(at30) else f"{g.longppl.iloc[0]:.2f} at {g.dl.iloc[0]:g}"
     return Measure(rho, f"ρ {rho:+.3f}; Last4 {start} → {g.longppl.iloc[-1]:.2f} at {g.dl.iloc[-1]:g}"
@@ -184,8 +184,8 @@ def _needle_rise(f: Figures) -> Measure:
     g = t[t.protocol == "Last4"].sort_values("dl")
     if len(g) < 3 or g.piece_hit.nunique() < 2:
         return NOT_MEASURED
-    rho = float(spearmanr(g.dl, g.piece_hit).statistic)
-    rho_gain = float(spearmanr(g.dl, g.needle_gain).statistic) if g.needle_gain.nunique() > 1 else float("nan")
+    rho = spearman_rho(g.dl, g.piece_hit)
+    rho_gain = spearman_rho(g.dl, g.needle_gain) if g.needle_gain.nunique() > 1 else float("nan")
     return Measure(min(rho, rho_gain), f"ρ(Dl, per-piece hit) {rho:+.2f}, ρ(Dl, needle gain) {rho_gain:+.2f}")
 
 
@@ -227,7 +227,7 @@ def _retrieval(f: Figures) -> Measure:
     tracked = t[t.tracked.astype(bool)].groupby("dl").score.mean().sort_index()
     if len(tracked) < 3:
         return NOT_MEASURED
-    rho = float(spearmanr(tracked.index, tracked.values).statistic)
+    rho = spearman_rho(tracked.index, tracked.values)
     first, last = t[t.dl == t.dl.min()], t[t.dl == t.dl.max()]
     thr = T.RETRIEVAL_HEAD
     rises = tracked.iloc[-1] > tracked.iloc[0]

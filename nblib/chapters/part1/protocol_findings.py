@@ -11,12 +11,12 @@ run supports. Nothing here computes a result; it reads tables the experiments re
 from __future__ import annotations
 
 import pandas as pd
-from scipy.stats import spearmanr
 
 from nblib.budgets import targets as T
 from nblib.chapters.prose import bullets
 from nblib.lccp.law_checks import longppl_seed_spread, n_axis_pairs
 from nblib.probes import grid_ladder as GL
+from nblib.stats import spearman_rho
 
 
 def observation_gap_markdown(rules: pd.DataFrame, ld_longppl: float) -> str:
@@ -131,7 +131,7 @@ def title_claim_findings(traj: pd.DataFrame, scale: str, start_dl: float = 30, u
     g = g[g.dl >= 10] if (g.dl >= 10).sum() >= 3 else g  # a short budget's trajectory: every point
     if len(g) < 3:
         return f"**The title claim at this budget** is not judged: {scale}'s trajectory has {len(g)} Last4 points."
-    rho = float(spearmanr(g.dl, g.longppl).statistic)
+    rho = spearman_rho(g.dl, g.longppl)
     first = g[g.dl == start_dl] if (g.dl == start_dl).any() else g.iloc[:1]
     a, b = float(first.longppl.iloc[0]), float(g.longppl.iloc[-1])
     best = g.loc[g.longppl.idxmin()]
