@@ -31,16 +31,25 @@ def _trained_tokens(configs) -> int:
     return total
 
 
-def test_full_lists_every_missing_input_at_once():
+def _plan_cli(args, capsys) -> tuple[int, str]:
+    """`python -m nblib.book.plan args` in this process (the entry point is run_cli(P.main);
+    test_a_bad_value_in_a_process runs one real process)."""
+    from nblib.cli import run_cli
+
+    capsys.readouterr()
+    code = run_cli(P.main, args)
+    return code, capsys.readouterr().out
+
+
+def test_full_lists_every_missing_input_at_once(capsys):
     names = [i.name for i in P.missing_inputs(FULL)]
     assert names == ["LCCP corpus", "tokenizer", "LongPPL reference model", "pair corpus", "pair tokenizer"]
-    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget", "full"], capture_output=True, text=True,
-                       cwd=REPO_ROOT, timeout=300)
-    assert r.returncode == 2
-    assert "5 input(s) of budget 'full' are missing" in r.stdout
+    code, out = _plan_cli(["--budget", "full"], capsys)
+    assert code == 2
+    assert "5 input(s) of budget 'full' are missing" in out
     for i in P.inputs(FULL):
-        assert str(i.path) in r.stdout and i.how in r.stdout
-    assert "03_scaling_law" in r.stdout and "GPUs torch sees" in r.stdout
+        assert str(i.path) in out and i.how in out
+    assert "03_scaling_law" in out and "GPUs torch sees" in out
 
 
 def test_chapter_selection_lists_only_its_inputs():
@@ -50,14 +59,13 @@ def test_chapter_selection_lists_only_its_inputs():
     assert "pair corpus" not in str(e.value)
 
 
-def test_toy_has_everything_and_prints_its_compute():
-    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget", "toy"], capture_output=True, text=True,
-                       cwd=REPO_ROOT, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Nothing is missing." in r.stdout and "MISSING" not in r.stdout
+def test_toy_has_everything_and_prints_its_compute(capsys):
+    code, out = _plan_cli(["--budget", "toy"], capsys)
+    assert code == 0, out
+    assert "Nothing is missing." in out and "MISSING" not in out
     # a CPU user gets minutes on these cores, Part 1 and the whole book, not GPU-hours
-    assert "CPU time on" in r.stdout and "Part 1 (chapters 1-5)" in r.stdout and "whole book" in r.stdout
-    assert "GPU-hours" not in r.stdout
+    assert "CPU time on" in out and "Part 1 (chapters 1-5)" in out and "whole book" in out
+    assert "GPU-hours" not in out
 
 
 def test_cpu_minutes_are_each_runs_flops_over_its_benchmarked_rate():

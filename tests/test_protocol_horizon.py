@@ -82,7 +82,8 @@ def test_a_finished_evaluation_is_read_from_its_cache_without_a_worker_pool(hori
 def test_bad_input_names_the_value_and_what_is_allowed(tmp_path):
     with pytest.raises(SystemExit, match=r"--ds 7 is not one of this budget's Ds multiples"):
         P.main(["--budget", "smoke", "--ds", "7", "--run-root", str(tmp_path)])
-    with pytest.raises(SystemExit, match=r"allowed: Dl >= 0.08"):
+    every = get_budget("smoke").constant_ckpt_every  # Last4's four checkpoints this far apart
+    with pytest.raises(SystemExit, match=rf"allowed: Dl >= {4 * every:g}"):
         P.main(["--budget", "smoke", "--dls", "0.02", "--run-root", str(tmp_path)])
     with pytest.raises(SystemExit, match=r"--spacings 0.5 needs every Dl above 1.5"):
         P.main(["--budget", "smoke", "--dls", "1", "--spacings", "0.5", "--run-root", str(tmp_path)])
