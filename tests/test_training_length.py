@@ -11,7 +11,7 @@ import torch
 
 from nblib.budgets import get_budget
 from nblib.gemma import pair, training_length
-from nblib.store.checkpoint import load_weights
+from nblib.store.checkpoint import load_weights, save_checkpoint
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training.runner import get_or_run, get_or_run_many
 from nblib.training.schedules import schedule_of
@@ -186,3 +186,15 @@ def test_every_ladder_loss_is_its_own_runs_final_weights(tmp_path):
     for f, row in table.set_index("fraction").iterrows():
         assert row["loss A"] == per_window[f]["A"].mean() and row["loss B"] == per_window[f]["B"].mean()
         assert row["B - A"] == pytest.approx(row["loss B"] - row["loss A"])
+    # A cached loss belongs to the weights it was computed on: a run whose final checkpoint is
+    # written again (here B's full weights saved as the short B branch's final step) is scored
+    # again, never read from the old cache entry. (Before, the ladder's cache entry named no
+    # checkpoint, and Run.memo never reads such an entry back: every chapter run re-scored
+    # every ladder run. Now it is read back, keyed by the final checkpoint's sha256.)
+    f = b.pair.length_fractions[0]
+    short_b, full_b = ladder[f]["B"], ladder[1.0]["B"]
+    end = short_b.checkpoint()
+    save_checkpoint(short_b.path, end.step, end.tokens, load_weights(full_b.checkpoint()))
+    again = training_length.ladder_losses(ladder, windows)
+    np.testing.assert_array_equal(again[f]["B"], per_window[1.0]["B"])
+    np.testing.assert_array_equal(again[f]["A"], per_window[f]["A"])

@@ -45,11 +45,13 @@ def length_ladder(store: RunStore, budget: Budget, seed: int = 0, fractions=None
 
 def ladder_losses(ladder: dict, windows) -> dict:
     """{fraction: {"A": per-window held-out loss, "B": ...}} of each run's final weights, cached
-    in the run folder like chapter 6's loss curves."""
+    in the run folder like chapter 6's loss curves, with the final checkpoint's sha256: weights
+    written again (a retrain into the same folder) are scored again, not read from the cache."""
     key = f"heldout_final_{windows.shape[0]}x{windows.shape[1]}_{tensor_digest(windows)}"
     out = {}
     for f, runs in ladder.items():
-        out[f] = {k: np.asarray(r.memo(key, lambda r=r: {"loss": heldout_loss(r.load_model(), windows).tolist()})["loss"])
+        out[f] = {k: np.asarray(r.memo(key, lambda r=r: {"loss": heldout_loss(r.load_model(), windows).tolist()},
+                                       steps=[r.config.total_steps])["loss"])
                   for k, r in runs.items()}
     return out
 
