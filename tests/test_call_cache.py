@@ -72,12 +72,14 @@ def test_an_edit_to_the_functions_package_is_a_miss(tmp_path, monkeypatch):
     fit = importlib.import_module("fitpkg.fit").fit
     store = tmp_path / "store"
     assert C.cached_call(store, fit, [1, 2]) == [2, 4]
-    (pkg / "helpers.py").write_text("SCALE = 3\n")  # another file of the package changes the result
+    # another file of the package changes the result (a different size too: a bytecode file
+    # written in the same second would otherwise pass Python's own staleness check)
+    (pkg / "helpers.py").write_text("SCALE = 30\n")
     for m in ("fitpkg.helpers", "fitpkg.fit"):
         sys.modules.pop(m)
     C.code_digest.cache_clear()
     fit = importlib.import_module("fitpkg.fit").fit
-    assert C.cached_call(store, fit, [1, 2]) == [3, 6]  # not the stale [2, 4]
+    assert C.cached_call(store, fit, [1, 2]) == [30, 60]  # not the stale [2, 4]
     for m in ("fitpkg", "fitpkg.helpers", "fitpkg.fit"):
         sys.modules.pop(m)
     C.code_digest.cache_clear()
