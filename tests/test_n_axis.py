@@ -40,6 +40,23 @@ def test_pair_table_against_hand_computed_logs():
     assert row["larger - smaller"] == pytest.approx(np.log(9 * 12 / 110) / 2)
     # the widest seed gap of either scale: S3's log(12 / 9)
     assert row["short-seed spread"] == pytest.approx(np.log(12 / 9))
+    # two seeds: a sample variance of (a - b)^2 / 2 per scale, over n = 2
+    var = (np.log(11 / 10) ** 2 + np.log(12 / 9) ** 2) / 2
+    assert row["difference SE"] == pytest.approx(np.sqrt(var / 2))
+
+
+def test_the_findings_give_standard_errors_from_three_seeds_on():
+    from nblib.chapters.appendix.probe_findings import n_axis_findings
+
+    two = n_axis_findings(n_axis.n_axis_table(_records()))
+    assert "standard errors" not in two and "1 of 1 differences lie inside the spread" in two
+    rows = [{"budget": "toy", "scale": sc, "n_params": n, "short_seed": k, "ds": 270, "dl": 10, "longppl": p}
+            for sc, n, ppls in [("S2", 100, (10.0, 11.0, 10.5)), ("S3", 200, (12.0, 13.0, 12.5))]
+            for k, p in enumerate(ppls)]
+    t = n_axis.n_axis_table(pd.DataFrame(rows))
+    z = t["larger - smaller"].iloc[0] / t["difference SE"].iloc[0]
+    assert z > 2  # S3 sits above S2 at every seed
+    assert f"the difference is {z:+.1f} to {z:+.1f} standard errors (0 of 1 within two)" in n_axis_findings(t)
 
 
 def test_pair_table_uses_only_the_seeds_both_scales_have():

@@ -104,8 +104,9 @@ def n_axis_table(records: pd.DataFrame) -> pd.DataFrame:
     """One row per (budget, adjacent scale pair, Ds, Dl) of the probe's records: the mean over
     short-stage seeds of each scale's log LongPPL, the larger minus the smaller (negative: LongPPL
     falls with N, as Eq. 1 has it), and the short-seed spread (the largest |Δ log LongPPL|
-    between two seeds of one scale at that point, over both scales). `seeds`: the seeds both
-    scales share."""
+    between two seeds of one scale at that point, over both scales), and the standard error of
+    the difference of the two means over the shared seeds, sqrt(s_small^2 / n + s_large^2 / n)
+    with sample variances (NaN below two seeds). `seeds`: the seeds both scales share."""
     out = []
     for budget, g in records.groupby("budget", sort=False):
         scales = list(dict.fromkeys(g.sort_values("n_params")["scale"]))
@@ -116,11 +117,14 @@ def n_axis_table(records: pd.DataFrame) -> pd.DataFrame:
                 if not seeds:
                     continue
                 spread = max((float(v.max() - v.min()) for v in logs.values() if len(v) > 1), default=np.nan)
+                n = len(seeds)
+                se = (float(np.sqrt(sum(logs[s][seeds].var(ddof=1) for s in (small, large)) / n)) if n > 1
+                      else np.nan)
                 out.append({"budget": budget, "pair": f"{small} -> {large}", "ds": ds, "dl": dl, "seeds": len(seeds),
                             "log LongPPL smaller": float(logs[small][seeds].mean()),
                             "log LongPPL larger": float(logs[large][seeds].mean()),
                             "larger - smaller": float(logs[large][seeds].mean() - logs[small][seeds].mean()),
-                            "short-seed spread": spread})
+                            "short-seed spread": spread, "difference SE": se})
     return pd.DataFrame(out)
 
 

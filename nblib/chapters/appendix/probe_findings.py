@@ -244,8 +244,13 @@ def n_axis_findings(table: pd.DataFrame) -> str:
     for (design, pair), g in table.groupby(["budget", "pair"], sort=False):
         d, s = g["larger - smaller"], g["short-seed spread"]
         inside = int((d.abs() <= s).sum())
-        out.append(f"- **{design}**, {pair} at {len(g)} points ({int(g['seeds'].min())} short seeds each): "
-                   f"larger minus smaller {d.min():+.3f} to {d.max():+.3f} nats in log LongPPL, against a "
-                   f"short-seed spread of {s.min():.3f} to {s.max():.3f}; {inside} of {len(g)} differences "
-                   f"lie inside the spread.")
+        line = (f"- **{design}**, {pair} at {len(g)} points ({int(g['seeds'].min())} short seeds each): "
+                f"larger minus smaller {d.min():+.3f} to {d.max():+.3f} nats in log LongPPL, against a "
+                f"short-seed spread of {s.min():.3f} to {s.max():.3f}; {inside} of {len(g)} differences "
+                f"lie inside the spread.")
+        if "difference SE" in g and g["seeds"].min() >= 3:  # a standard error worth the name
+            z = d / g["difference SE"]
+            line += (f" Over the seeds, the difference is {z.min():+.1f} to {z.max():+.1f} standard errors "
+                     f"({int((z.abs() < 2).sum())} of {len(g)} within two).")
+        out.append(line)
     return "\n".join(out)
