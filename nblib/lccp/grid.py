@@ -109,7 +109,7 @@ def _build_short_stage(budget: Budget, scale: str, seed: int, ds_multiples: tupl
         if stable[m] >= c.total_steps:  # a branch with nothing to train would leave no final checkpoint
             raise BudgetError(f"{scale}: Ds = {m:g}{budget.unit or 'N'} is {c.total_steps} short-stage step(s) at "
                               f"batch_short={spec.batch_short}, too few for its WSD decay (the last 1/9 of the "
-                              "steps); allowed: Ds budgets of at least 2 steps after the warmup (a smaller "
+                              "steps); allowed: Ds budgets whose decay trains at least one step (a smaller "
                               "batch_short or larger ds_multiples)")
     tps = spec.batch_short * budget.short_seq_len
     trunk = RunConfig(
