@@ -1,7 +1,16 @@
 """Fixtures shared by the test files."""
 
+import os
+
 import pytest
 import torch
+
+# pytest-xdist already runs one test file per core (`make test`: -n auto), so a test's own pool of
+# training or evaluation workers would only add process start-ups (each imports torch, 2-3 s) on
+# cores that are busy. Trainers and evaluations in tests, and the chapters and commands tests
+# start, run in their own process unless $NBLIB_WORKERS says otherwise; the tests of the pools
+# themselves name their worker counts.
+os.environ.setdefault("NBLIB_WORKERS", "1")
 
 
 @pytest.fixture

@@ -195,27 +195,68 @@ def test_nbval_runs_each_chapter_as_it_ends_below_the_chapters_priority_and_fail
     assert "nbval-lax: FAILED, 4 cells passed and 1 failed in 2 notebooks" in out and "planted failure" in err
 
 
-def test_nbval_runs_one_at_a_time_while_chapters_run_and_all_jobs_after(tmp_path):
+def test_nbval_runs_one_at_a_time_while_chapters_run_and_all_jobs_after(tmp_path, monkeypatch):
     """While chapters still run they hold the other cores, so a second nbval run waits for the
     first; `finish` (the chapters have ended) lets `jobs` run at once; `cancel` drops the runs
-    still waiting."""
-    import nbformat
+    still waiting. The scheduling is under test, so each nbval process is a stand-in that marks
+    its start and holds its slot until the test releases it (the test above runs real ones)."""
+    import threading
 
     from nblib.book.nbval_runs import NbvalRuns
 
-    for name in ("01_a", "02_b", "03_c"):
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(f"import pathlib, time\npathlib.Path(r'{tmp_path}', '{name}.start').touch()")]
-        nbformat.write(nb, str(tmp_path / f"{name}.ipynb"))
+    release = {}
+
+    def stand_in(self, name):
+        (tmp_path / f"{name}.start").touch()
+        assert release[name].wait(30), f"{name} was never released"
+        return {"chapter": name, "rc": 0, "passed": 1, "failed": 0, "wall_s": 0.0, "end": time.time(), "output": ""}
+
+    def started(name, timeout=30.0):
+        end = time.time() + timeout
+        while not (tmp_path / f"{name}.start").exists():
+            if time.time() > end:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def reset(*names):
+        for n in names:
+            release[n] = threading.Event()
+            (tmp_path / f"{n}.start").unlink(missing_ok=True)
+
+    monkeypatch.setattr(NbvalRuns, "_nbval", stand_in)
+    reset("01_a", "02_b")
     runs = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
     runs.submit({"chapter": "01_a", "status": "ok"})
     runs.submit({"chapter": "02_b", "status": "ok"})
-    assert runs.futures["01_a"].result()["rc"] == 0
-    time.sleep(0.5)
-    assert not (tmp_path / "02_b.start").exists()  # it waits while chapters run
-    assert runs.finish() == 0 and (tmp_path / "02_b.start").exists()
+    assert started("01_a")
+    time.sleep(0.3)
+    assert not (tmp_path / "02_b.start").exists()  # it waits while chapters run and 01_a holds the slot
+    release["01_a"].set()
+    assert started("02_b")  # the slot is free again
+    release["02_b"].set()
+    assert runs.finish() == 0
+
+    reset("01_a", "03_c")
+    both = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
+    both.submit({"chapter": "01_a", "status": "ok"})
+    both.submit({"chapter": "03_c", "status": "ok"})
+    assert started("01_a") and not started("03_c", timeout=0.3)
+    finished = threading.Thread(target=both.finish)
+    finished.start()
+    assert started("03_c")  # the chapters have ended: both run at once while 01_a still holds its slot
+    release["01_a"].set(), release["03_c"].set()
+    finished.join(30)
+    assert not finished.is_alive()
+
+    reset("01_a", "03_c")
     later = NbvalRuns(tmp_path, tmp_path, jobs=2, cell_timeout_s=60)
     later.submit({"chapter": "01_a", "status": "ok"})
     later.submit({"chapter": "03_c", "status": "ok"})
-    later.cancel()
-    assert not (tmp_path / "03_c.start").exists()
+    assert started("01_a")
+    cancelled = threading.Thread(target=later.cancel)
+    cancelled.start()
+    time.sleep(0.2)
+    release["01_a"].set()  # cancel waits for the running one
+    cancelled.join(30)
+    assert not cancelled.is_alive() and not (tmp_path / "03_c.start").exists()

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Iterator
 
 from safetensors import SafetensorError
-from safetensors.torch import save_file
 
 
 @contextlib.contextmanager
@@ -69,6 +68,10 @@ def file_mode() -> int:
 def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict | None = None) -> None:
     """safetensors' save_file, then two fixes: the metadata in sorted key order (safetensors
     writes it in hash order, so identical saves differ byte-wise) and the umask's file mode."""
+    # imported here: safetensors.torch imports torch (2 s), and this module's JSON and text
+    # writers serve commands that need no torch (the law's fit, the plan)
+    from safetensors.torch import save_file
+
     try:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
     except SafetensorError as e:  # its I/O errors end "(os error 28)": give them back as the OSError they are
