@@ -144,8 +144,8 @@ def test_each_benchmark_result_is_named_by_its_script_and_has_a_manifest(path):
 
 def test_benchmarks_hold_only_the_speed_benchmarks_and_the_gpu_check():
     scripts = {p.stem for p in BENCH.glob("*.py")} - {"__init__"}
-    assert scripts == {"bench_decode", "bench_ensemble", "bench_evals", "bench_fit", "bench_longppl", "bench_train",
-                       "gpu_check"}
+    assert scripts == {"bench_decode", "bench_ensemble", "bench_evals", "bench_fit", "bench_longppl", "bench_make_test",
+                       "bench_train", "gpu_check"}
 
 
 def _path_edits(tree: ast.AST) -> list[int]:
