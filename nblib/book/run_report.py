@@ -48,25 +48,16 @@ def benchmark_summary() -> list[str]:
         lines.append(f"- `benchmarks/results/bench_evals.md`: chapter 5's evaluations in a pool of one-thread workers "
                      "against the kernel at two threads: " + "; ".join(d["summary"]) + ".")
     mt = bench / "bench_make_test.json"
-    if mt.exists():
-        lines.append(make_test_summary(json.loads(mt.read_text())))
+    if mt.exists():  # `make test` on fresh clones, baseline and candidate back to back
+        d = json.loads(mt.read_text())
+        runs = [f"{r['role']} {r['sha'][:7]} {r['wall_s']:.0f} s" + ("" if r["rc"] == 0 else " (failed)") for r in d["runs"]]
+        lines.append(f"- `benchmarks/results/bench_make_test.md`: `make test`, {'; '.join(runs)} (gate {d['gate_s']} s).")
     probe = REPO_ROOT / "data" / "probes" / "toy_design_probe.jsonl"
     if probe.exists():
         n = sum(1 for line in probe.read_text().splitlines() if line.strip())
         lines.append(f"- `data/probes/toy_design_probe.jsonl`: {n} probes behind the toy budget "
                      f"(appendix A, \"The toy budget: how it was chosen\").")
     return lines
-
-
-def make_test_summary(d: dict) -> str:
-    """The run report's line on `benchmarks.bench_make_test`: each role's `make test` wall
-    times on fresh clones, run back to back, against the 10-minute gate."""
-    walls = {role: [r["wall_s"] for r in d["runs"] if r["role"] == role] for role in ("baseline", "candidate")}
-    names = {r["role"]: f"{r['commit']} ({r['sha'][:7]})" for r in d["runs"]}
-    failed = [f"{r['role']} round {r['round']}" for r in d["runs"] if r["rc"] != 0]
-    said = "; ".join(f"{role} {names[role]} {', '.join(f'{w:.0f}' for w in ws)} s" for role, ws in walls.items() if ws)
-    return (f"- `benchmarks/results/bench_make_test.md`: `make test` on fresh clones, back to back on "
-            f"{d['machine']}: {said} (gate {d['gate_s']} s)" + (f"; failed: {', '.join(failed)}." if failed else "."))
 
 
 def benchmark_tables(results: Path | None = None) -> list[str]:
