@@ -33,7 +33,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	# jupyter-events asks for jsonschema[format-nongpl], which brings rfc3987-syntax; when it is
 	# installed, `import jsonschema` builds its Lark grammar, 1.1-2.2 s in every process that
-	# imports nbformat (each papermill worker, nbval and pytest process; about 40 in `make test`).
+	# imports nbformat (each papermill worker, nbval and pytest process; at least 25 in one `make test`).
 	# Nothing here checks IRI formats; without it jsonschema leaves out that one format checker.
 	$(PY) -m pip uninstall -y -q rfc3987-syntax
 	touch $@

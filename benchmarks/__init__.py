@@ -5,6 +5,7 @@
     python -m benchmarks.bench_evals      # chapter 5's evaluations: in the kernel against the worker pool
     python -m benchmarks.bench_fit        # chapters 3-4: every Eq. 1 and Eq. 2 fit, old and new search
     python -m benchmarks.bench_longppl    # LongPPL against the reference implementation's way
+    python -m benchmarks.bench_make_test  # `make test` on fresh clones of two commits, back to back
     python -m benchmarks.bench_train      # chapter 1: training throughput and MFU of the toy scales
     python -m benchmarks.gpu_check        # the full budget's code on this GPU, before the full budget
 
@@ -30,6 +31,17 @@ def run_facts(load_at_start, t_start: float) -> dict:
             "load_average_at_start": [round(x, 2) for x in load_at_start],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
             "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__}}
+
+
+def cpu_name() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), else platform.processor()."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def markdown_table(columns, rows) -> str:

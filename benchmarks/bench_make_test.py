@@ -31,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import RESULTS as OUT, cpu_name
 from nblib.probes.results import command_line, write_manifest
 from nblib.store.atomic import atomic_write_json, atomic_write_text
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "benchmarks" / "results"
 GATE_S = 600  # `make test` within 10 minutes
 _UNIT = re.compile(r"\d+ passed.* in ([\d.]+)s")
 _SMOKE = re.compile(r"\[book\] nbval-lax: \w+, .* in \d+ notebooks, ([\d.]+) s from the first chapter's start")
@@ -109,16 +109,8 @@ def main(argv=None) -> int:
 
 
 def machine() -> str:
-    """CPU model and core count, as the results name the host."""
-    model = platform.processor() or "cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.machine()}, {os.cpu_count()} CPU cores, {model}"
+    """CPU architecture, core count and model, as the results name the host."""
+    return f"{platform.machine()}, {os.cpu_count()} CPU cores, {cpu_name()}"
 
 
 def to_markdown(meta: dict) -> str:

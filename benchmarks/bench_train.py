@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from benchmarks import cpu_name
 from nblib.budgets import SCALES
 from nblib.budgets.budget_file import add_budget_args, budget_from_args
 from nblib.lccp import grid
@@ -236,7 +237,7 @@ def main(argv=None) -> int:
             **({"budget_file": name} if args.budget_file else {}), "threads": args.threads, "peak_gflops": peak,
             "rows": rows, "reference": ref, "summary": summary, "date": time.strftime("%Y-%m-%d"),
             "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__,
-                        "cpu": _cpu_name(), "bf16_kernels": torch.backends.mkldnn.is_available()},
+                        "cpu": cpu_name(), "bf16_kernels": torch.backends.mkldnn.is_available()},
             "goal": "MFU >= 30% at the largest toy scale; no slower than a plain loop",
             "largest_scale_mfu": max(r["mfu_muon"] for r in largest)}
     OUT.mkdir(parents=True, exist_ok=True)
@@ -256,17 +257,6 @@ def main(argv=None) -> int:
                    module="benchmarks.bench_train", command=command_line("python -m benchmarks.bench_train", argv))
     print("\n".join(summary))
     return 0
-
-
-def _cpu_name() -> str:
-    """The CPU's model name (Linux /proc/cpuinfo), else platform.processor()."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":
