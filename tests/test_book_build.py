@@ -31,6 +31,33 @@ def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_
     assert out.cells[0].source.endswith("\n\nText.")
 
 
+
+def test_a_progress_bar_that_refreshed_during_a_cell_is_one_line_in_the_book(tmp_path):
+    """A slow host makes tqdm refresh mid-cell (TQDM_MININTERVAL): the kernel sends each refresh
+    as a stream output of its own, and the book would show every one. After prepare_for_book
+    the cell's stderr is one output with the bar's last state; stdout and other outputs stay."""
+    import nbformat
+
+    from nblib.book.build import prepare_for_book
+
+    bars = ["\rgrid:   0%|  | 0/60 [00:00<?, ?run/s]", "\rgrid:  73%|# | 44/60 [00:30<00:10]",
+            "\rgrid: 100%|##| 60/60 [00:45<00:00]"]
+    cell = nbformat.v4.new_code_cell("run()")
+    cell.outputs = ([nbformat.v4.new_output("stream", name="stderr", text=t) for t in bars]
+                    + [nbformat.v4.new_output("stream", name="stderr", text="\nwarning: slow\n"),
+                       nbformat.v4.new_output("stream", name="stdout", text="a\rb\n"),
+                       nbformat.v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=1)])
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 3. A chapter"), cell]
+    path = tmp_path / "ch.ipynb"
+    nbformat.write(nb, str(path))
+    prepare_for_book(path, {"budget": "smoke"})
+    outs = nbformat.read(str(path), as_version=4).cells[1].outputs
+    assert [(o.output_type, o.get("name")) for o in outs] == [("stream", "stderr"), ("stream", "stdout"),
+                                                              ("execute_result", None)]
+    assert outs[0].text == "grid: 100%|##| 60/60 [00:45<00:00]\nwarning: slow\n"
+    assert outs[1].text == "b\n"
+
 def test_the_runner_writes_the_summary_once_after_the_chapters(tmp_path, monkeypatch):
     """After the chapters, beside writing their times, the runner writes the scorecard's summary
     to the build's figures folder (nblib.book.summary), which chapter 1 then reads."""

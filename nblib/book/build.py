@@ -7,22 +7,22 @@
     python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
     python -m nblib.book toc                   # write myst.yml's table of contents from the registry
 
-Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`, and
-listed in the chapter registry (nblib.book.toc: order, title, part, and whose runs each
-reads); `run` and `test` stop before any chapter runs when the two disagree.
-Executed notebooks go to `<out>/notebooks/`, the site to `<out>/_build/html/`, and each
-chapter's wall time to `<out>/chapter_times.json` and the book's "Run report" page. After the
-chapters, as it writes the scorecard page, it writes the scorecard's summary (nblib.book.summary:
-the counts by verdict, the claims rated reproduced) to `<figures>/summary.json`; chapter 1 shows it.
-With a budget file (nblib.budgets.budget_file) every chapter gets it as its `budget_file`
-parameter (with `--set`s, the file and the sets written as one, `<out>/budget.toml`), its
-figures go to `<out>/figures/`, and the run report names the file and its sha256.
+Chapters are the jupytext percent files `notebooks/NN_name.py`, paired with `.ipynb`, listed in the
+chapter registry (nblib.book.toc: order, title, part, whose runs each reads); `run` and `test` stop
+before any chapter runs when the two disagree. Executed notebooks go to `<out>/notebooks/`, the site
+to `<out>/_build/html/`, each chapter's wall time to `<out>/chapter_times.json` and the "Run report"
+page. After the chapters, with the scorecard page, the runner writes the scorecard's summary
+(nblib.book.summary: counts by verdict, the claims rated reproduced) to `<figures>/summary.json`,
+which chapter 1 shows. With a budget file (nblib.budgets.budget_file) every chapter gets it as its
+`budget_file` parameter (with `--set`s, both written as one, `<out>/budget.toml`), its figures go to
+`<out>/figures/`, and the run report names the file and its sha256.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import logging
 import multiprocessing as mp
@@ -142,8 +142,11 @@ def prepare_for_book(path: Path, parameters: dict) -> None:
     """Make an executed chapter read well in the book: papermill's injected-parameters cell
     is removed (tag remove-cell) and its values shown as a one-line banner under the title,
     and `{{ name }}` in Markdown cells (figure captions: "at budget {{ budget }}") becomes
-    the parameter's value. The chapter's .py/.ipynb sources keep the placeholders."""
+    the parameter's value (the .py/.ipynb sources keep the placeholders). Stream outputs are shown
+    as Jupyter shows them (nbconvert's CoalesceStreamsPreprocessor): a bar that refreshed is one line."""
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor  # only where chapters are built
     nb = nbformat.read(str(path), as_version=4)
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     shown = {**{c: v for c, v in _defaults(nb).items()}, **parameters}
     code = code_version()
     banner = (f"\n\n*Built at budget **{shown.get('budget')}**{_file_words(shown.get('budget_file'))}, seed "
@@ -181,10 +184,8 @@ def _defaults(nb) -> dict:
             for line in cell.source.splitlines():
                 m = re.match(r"^(\w+)\s*=\s*([^#]+?)\s*(#.*)?$", line)
                 if m:
-                    try:
+                    with contextlib.suppress(ValueError, SyntaxError):
                         out[m.group(1)] = ast.literal_eval(m.group(2))
-                    except (ValueError, SyntaxError):
-                        pass
     return out
 
 
@@ -217,8 +218,7 @@ def check_book(html: Path, names: list[str], figures_dir: Path, shown: list[str]
         from check_site import check_site
     finally:
         sys.path.pop(0)
-    shown = names if shown is None else shown
-    figs = sorted(str(p) for n in shown for p in (figures_dir / n).glob("*.png")) if figures_dir.exists() else []
+    figs = sorted(str(p) for n in (names if shown is None else shown) for p in Path(figures_dir, n).glob("*.png"))
     # a partial run (--chapters) links to chapters it did not execute: those are not problems
     skipped = tuple(x for c in chapters() if c not in names for x in (f"{c}.ipynb", site_page(f"{c}.ipynb")))
     return ([p for p in check_site(html, names, figs)
