@@ -144,8 +144,9 @@ def test_the_speed_index_times_the_reference_step_in_fp32_and_refuses_what_it_ca
 
     from nblib.budgets import get_budget
     from nblib.lccp.speed_index import reference_step_rate
-    smoke = get_budget("smoke")
-    assert smoke.long_precision == "bf16"  # the reference trains in bf16; the index still times fp32
+    from nblib.lccp import grid
+    smoke = dataclasses.replace(get_budget("smoke"), long_precision="bf16")
+    assert grid.reference_config(smoke).precision == "bf16"  # the reference trains in bf16; the index times fp32
     r = reference_step_rate(smoke, steps=3, warmup=1)
     assert 0 < r < float("inf")
     with pytest.raises(ValueError, match="external reference.*allowed: kind 'nblib'"):
