@@ -290,6 +290,37 @@ def test_a_chapter_asking_for_a_run_another_is_training_waits_then_reads_it(tmp_
                                                                              progress=False)))
 
 
+def test_emulated_bf16_is_said_once_before_the_progress_bar(tmp_path, monkeypatch):
+    """On a CPU without bf16 matmuls, a DAG of bf16 runs warns once, before its progress bar
+    starts, and not again for each run it trains: a warning printed inside a bar splits it over
+    two lines, and the book's browser check fails a chapter that shows a bar twice. A worker
+    the DAG spawns is told the warning was said."""
+    import warnings
+
+    from nblib.training import runner
+    from nblib.training import train as T
+
+    monkeypatch.setattr(T, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setitem(T._bf16_warning, "said", False)
+    said_before_bar = []
+
+    def bar(*a, **k):
+        said_before_bar.append(sum(T.BF16_EMULATED in str(x.message) for x in caught))
+        return real_tqdm(*a, **k)
+
+    real_tqdm = runner.tqdm
+    monkeypatch.setattr(runner, "tqdm", bar)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runner.run_dag(RunStore(tmp_path), [cfg(3, precision="bf16"), cfg(4, precision="bf16")], workers=1,
+                       progress=False)
+    assert said_before_bar == [1]
+    assert sum(T.BF16_EMULATED in str(x.message) for x in caught) == 1
+    monkeypatch.setitem(T._bf16_warning, "said", False)
+    runner._worker_init(torch.get_num_threads())
+    assert T._bf16_warning["said"]
+
+
 def test_bf16_autocast_trains_resumes_exactly_and_stays_near_fp32(tmp_path):
     """`precision="bf16"` (CPU autocast, the budget's long_precision) is part of a run's identity,
     changes the weights it trains (autocast is applied), keeps fp32 master weights, resumes

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from nblib.data import get_tokenizer
 from nblib.store.runstore import Run, RunConfig, RunStore, check_buildable
 from nblib.training.threads import fixed_threads
-from nblib.training.train import train
+from nblib.training.train import bf16_warning_said, train, warn_if_bf16_emulated
 
 
 def get_or_run(store: RunStore, config: RunConfig, progress: bool = True, wait: bool = True,
@@ -71,6 +71,7 @@ def get_or_run_many(store: RunStore, configs: list[RunConfig], workers: int | No
 
 def _worker_init(threads: int) -> None:
     torch.set_num_threads(threads)
+    bf16_warning_said()  # the DAG said it before starting its workers
     os.environ.setdefault("NBLIB_IN_WORKER", "1")
 
 
@@ -149,6 +150,7 @@ def run_dag(store: RunStore, configs: list, workers: int | None = None, progress
         return runs
     if not todo:  # everything is in the store: nothing to report
         return runs
+    warn_if_bf16_emulated([r.config for r in todo.values()])  # before the bar, which it would split
     bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress)
     if workers == 1:
         def start(h):

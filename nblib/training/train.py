@@ -73,6 +73,25 @@ def out_of_memory_message(run, cfg, micro: int, device: str, world: int) -> str:
             f"from its last complete checkpoint")
 
 
+BF16_EMULATED = ("runs train under bf16 autocast on a CPU without native bf16 matmuls (AVX512-BF16 / AMX): it is "
+                 "emulated and slower than fp32. Set the budget's long_precision to 'fp32' for this machine")
+_bf16_warning = {"said": False}  # once a process: a warning inside a progress bar splits it in two
+
+
+def warn_if_bf16_emulated(configs) -> None:
+    """Warn, once a process, when a config of `configs` trains on CPU under bf16 autocast that
+    this CPU emulates. The run DAG says it before its progress bar starts; its spawned workers,
+    told it was said (`bf16_warning_said`), stay quiet."""
+    if not _bf16_warning["said"] and any(c.precision == "bf16" for c in configs) and not cpu_has_native_bf16():
+        _bf16_warning["said"] = True
+        warnings.warn(BF16_EMULATED, stacklevel=3)
+
+
+def bf16_warning_said() -> None:
+    """Mark the emulated-bf16 warning as said in this process (a worker whose parent said it)."""
+    _bf16_warning["said"] = True
+
+
 def autocast_of(cfg: RunConfig, device: str):
     """The precision a run's forward pass trains at: bf16 autocast on GPU (App. A.3); on CPU,
     bf16 autocast when the config asks for it (`RunConfig.precision`), else fp32. Weights,
@@ -80,10 +99,7 @@ def autocast_of(cfg: RunConfig, device: str):
     if device.startswith("cuda"):
         return torch.autocast("cuda", dtype=torch.bfloat16)
     if cfg.precision == "bf16":
-        if not cpu_has_native_bf16():
-            warnings.warn(f"run {cfg.label or cfg.hash} trains under bf16 autocast on a CPU without native bf16 "
-                          "matmuls (AVX512-BF16 / AMX): it is emulated and slower than fp32. Set the budget's "
-                          "long_precision to 'fp32' for this machine", stacklevel=2)
+        warn_if_bf16_emulated([cfg])
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return nullcontext()
 
