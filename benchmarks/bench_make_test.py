@@ -127,8 +127,9 @@ def to_markdown(meta: dict) -> str:
         pair = {r["role"]: r for r in meta["runs"] if r["round"] == rnd}
         if len(pair) == 2:
             b, c = pair["baseline"], pair["candidate"]
-            diff = [c[k] - b[k] if c[k] is not None and b[k] is not None else float("nan") for k in ("wall_s", "unit_s", "smoke_s")]
-            lines.append(f"| {rnd} | {diff[0]:+.0f} | {diff[1]:+.0f} | {diff[2]:+.0f} |")
+            diff = [f"{c[k] - b[k]:+.0f}" if c[k] is not None and b[k] is not None else "-"  # "-": a run lacks it
+                    for k in ("wall_s", "unit_s", "smoke_s")]
+            lines.append(f"| {rnd} | {' | '.join(diff)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -33,7 +33,7 @@ def test_the_report_gives_each_rounds_candidate_minus_baseline():
                                                     run(2, "baseline", 700.0, 300.0, None), run(2, "candidate", 650.0, 280.0, 270.0)]}
     md = B.to_markdown(meta)
     assert "| 1 | -20 | -32 | +16 |" in md
-    assert "| 2 | -50 | -20 | +nan |" in md
+    assert "| 2 | -50 | -20 | - |" in md
 
 
 def test_the_run_report_names_each_run_of_the_committed_result():
