@@ -31,7 +31,6 @@ def test_prepare_for_book_hides_parameters_fills_captions_and_adds_a_banner(tmp_
     assert out.cells[0].source.endswith("\n\nText.")
 
 
-
 def test_a_progress_bar_that_refreshed_during_a_cell_is_one_line_in_the_book(tmp_path):
     """A slow host makes tqdm refresh mid-cell (TQDM_MININTERVAL): the kernel sends each refresh
     as a stream output of its own, and the book would show every one. After prepare_for_book
@@ -57,6 +56,7 @@ def test_a_progress_bar_that_refreshed_during_a_cell_is_one_line_in_the_book(tmp
                                                               ("execute_result", None)]
     assert outs[0].text == "grid: 100%|##| 60/60 [00:45<00:00]\nwarning: slow\n"
     assert outs[1].text == "b\n"
+
 
 def test_the_runner_writes_the_summary_once_after_the_chapters(tmp_path, monkeypatch):
     """After the chapters, beside writing their times, the runner writes the scorecard's summary
