@@ -21,7 +21,7 @@ BUDGET_ARGS = $(if $(BUDGET_FILE),--budget-file $(BUDGET_FILE),--budget $(BUDGET
 help:
 	@echo "make book   # run every chapter at BUDGET=$(BUDGET) with papermill, save figures, build the HTML book"
 	@echo "make html   # the toy book from the committed executed chapters (book/toy/), no training: _build/committed/"
-	@echo "make test   # unit tests + every chapter at the smoke budget (papermill + nbval-lax) + book build check"
+	@echo "make test   # unit tests + every chapter at the smoke budget (each executed once, under nbval-lax) + book build check"
 	@echo "make plan   # the inputs BUDGET=$(BUDGET) needs (exit 2 if any is missing) and its compute per chapter"
 	@echo "            # BUDGET_FILE=my.toml (README, 'Your own data') and SET='key=value ...' work with book and plan"
 

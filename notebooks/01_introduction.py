@@ -136,7 +136,7 @@ pd.DataFrame({
 #
 # ```bash
 # make book          # the main job: every chapter at the toy budget, figures, HTML book
-# make test          # unit tests + every chapter at smoke (papermill, nbval-lax) + book check
+# make test          # unit tests + every chapter at smoke (executed once, under nbval-lax) + book check
 # papermill notebooks/04_constant_last4.ipynb out.ipynb -p scale S5           # one chapter
 # papermill notebooks/03_scaling_law.ipynb out.ipynb -p budget full           # the paper's scale
 # torchrun --standalone --nproc_per_node 8 -m nblib.training.train runs/<hash>/config.json --strategy fsdp

@@ -58,7 +58,7 @@ def test_on_the_grid_it_agrees_with_chapters_3_and_4(horizon):
 
 def test_a_finished_evaluation_is_read_from_its_cache_without_a_worker_pool(horizon, monkeypatch):
     """evaluate_many over jobs the run folders have already scored returns the same values and
-    starts no pool: a chapter re-executed over a finished store (nbval) pays no worker start-up."""
+    starts no pool: a chapter re-executed over a finished store (a rebuild) pays no worker start-up."""
     from nblib.training import runner
 
     b, root, dls, rows = horizon

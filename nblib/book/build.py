@@ -2,7 +2,7 @@
 
     python -m nblib.book run  --budget toy     # the main job (`make book`)
     python -m nblib.book run  --budget-file examples/toy-own-data.toml --set n_boot=50   # `make book BUDGET_FILE=...`
-    python -m nblib.book test                  # smoke chapters + nbval-lax + book check (`make test`)
+    python -m nblib.book test                  # smoke chapters under nbval-lax + book check (`make test`)
     python -m nblib.book run --jobs 2          # two chapters at a time (`test` runs one per core)
     python -m nblib.book sync                  # regenerate notebooks/*.ipynb from the .py sources
     python -m nblib.book toc                   # write myst.yml's table of contents from the registry
@@ -24,6 +24,7 @@ import argparse
 import ast
 import contextlib
 import hashlib
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -41,7 +42,7 @@ import papermill as pm
 
 from nblib.book.executed import publish
 from nblib.book.html import BOOK, build_html, preflight_html
-from nblib.book.nbval_runs import NbvalRuns
+from nblib.book.nbval_runs import nbval_execute, nbval_summary
 from nblib.book.plan import budget_source
 from nblib.book.run_report import run_report
 from nblib.book.summary import LANDING_FIGURE, landing_page, repo_relative, site_page, write_summary
@@ -328,7 +329,7 @@ def _execute_in_worker(name: str, budget: str, out_dir: Path, params: dict | Non
 
 
 def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | None = None, jobs: int = 1,
-                worker=None, needs: dict | None = None, on_done=None) -> list[dict]:
+                worker=None, needs: dict | None = None) -> list[dict]:
     """Execute chapters, `jobs` at a time; return their records in the order of `names`.
 
     A chapter starts once the chapters it reads runs from (`needs`, default the chapter
@@ -339,56 +340,55 @@ def execute_all(names: list[str], budget: str, out_dir: Path, params: dict | Non
     beside Part 1. Were two chapters to need the same run at
     once anyway, the run store's per-run lock makes the second wait for the first to finish
     it and then read it, never train it twice (`nblib.training.runner.get_or_run`); every
-    shared cache is written atomically. Each chapter's kernel gets an equal share of the
-    cores for its training workers and threads ($NBLIB_WORKERS, $OMP_NUM_THREADS), so two
-    chapters on two cores train one run each instead of four at once. `worker`: what runs
-    one chapter in a pool process (default `_execute_in_worker`; tests pass a stand-in).
-    `on_done(record)`: called in this process as each chapter ends (the test command starts
-    nbval on it, `nbval_runs.NbvalRuns`).
+    shared cache is written atomically. Each chapter's kernel gets, for its training workers
+    and threads ($NBLIB_WORKERS, $OMP_NUM_THREADS), the cores that no running chapter holds,
+    shared equally among the chapters starting with it: two chapters on two cores train one
+    run each instead of four at once, and a chapter that starts alone (chapter 5, once Part 2
+    has ended) gets every core. `worker`: what runs
+    one chapter (default `_execute_in_worker` in a pool process, `execute` when `jobs` is 1;
+    the test command passes `_nbval_in_worker`, tests a stand-in).
     """
-    on_done = on_done or (lambda record: None)
     jobs = max(1, min(jobs, len(names)))
     if jobs == 1:
-        records = []
-        for n in names:
-            records.append(execute(n, budget, out_dir, params))
-            on_done(records[-1])
-        return records
+        return [worker(n, budget, out_dir, params, {}) if worker else execute(n, budget, out_dir, params)
+                for n in names]
     needs = chapter_needs(CHAPTERS) if needs is None else needs
     waits = {n: set(needs.get(n, ())) & set(names) for n in names}
-    share = str(max(1, (os.cpu_count() or 1) // jobs))
-    env = {"NBLIB_WORKERS": share, "OMP_NUM_THREADS": share}
-    print(f"[book] {len(names)} chapters, up to {jobs} at a time; each chapter's cell outputs go to "
-          f"{out_dir / 'logs'}/<chapter>.log and, prefixed with [chapter], here", flush=True)
+    cores = os.cpu_count() or 1
+    where = "" if worker else ", prefixed with [chapter], here"  # the test command keeps them in the notebook
+    print(f"[book] {len(names)} chapters, up to {jobs} at a time; each chapter's log goes to "
+          f"{out_dir / 'logs'}/<chapter>.log{where}", flush=True)
     done: dict = {}
-    running: dict = {}
+    running: dict = {}  # future -> (chapter, cores it was given)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
         while len(done) < len(names):
-            for n in names:
-                if len(running) >= jobs:
-                    break
-                if n not in done and n not in running.values() and waits[n] <= set(done):
-                    running[pool.submit(worker or _execute_in_worker, n, budget, out_dir, params, env)] = n
+            started = {n for n, _ in running.values()}
+            ready = [n for n in names if n not in done and n not in started and waits[n] <= set(done)]
+            starting = ready[:jobs - len(running)]
+            free = cores - sum(share for _, share in running.values())
+            for n in starting:
+                share = max(1, free // len(starting))
+                env = {"NBLIB_WORKERS": str(share), "OMP_NUM_THREADS": str(share)}
+                running[pool.submit(worker or _execute_in_worker, n, budget, out_dir, params, env)] = (n, share)
             if not running:
                 raise RuntimeError(f"chapters that wait for each other: {sorted(set(names) - set(done))}")
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for fut in finished:
-                n = running.pop(fut)
+                n, _ = running.pop(fut)
                 try:
                     done[n] = fut.result()
                 except Exception as e:  # the worker itself died (execute catches a chapter's own errors)
                     done[n] = {"chapter": n, "status": "failed", "wall_s": 0.0,
                                "error": f"worker process failed: {type(e).__name__}: {e}"}
-                on_done(done[n])
     return [done[n] for n in names]
 
 
 def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: bool = True,
-             params: dict | None = None, jobs: int = 1, source: BudgetFile | None = None, on_done=None) -> int:
+             params: dict | None = None, jobs: int = 1, source: BudgetFile | None = None, worker=None) -> int:
     """Execute chapters (`jobs` at a time, `execute_all`), write the timings, build and check
     the HTML book. Returns an exit code. `source`: a budget file (`budget` is its base); the
     chapters read it (`chapter_budget_file`) and write their figures under `out_dir`.
-    `on_done(record)`: called as each chapter ends (`execute_all`)."""
+    `worker`: what executes one chapter (`execute_all`; default papermill, `execute`)."""
     get_budget(budget)
     if registry_problems(stop=NOT_RUN):
         return 1
@@ -423,20 +423,20 @@ def run_book(budget: str, out_dir: Path, names: list[str] | None = None, build: 
     if chapter_file and not saved_figures:  # never over the committed toy figures
         os.environ["NBLIB_FIGURES_DIR"] = str(out_dir / "figures")
     try:
-        return _run_and_build(budget, out_dir, names, build, params, jobs, source, chapter_file, on_done)
+        return _run_and_build(budget, out_dir, names, build, params, jobs, source, chapter_file, worker)
     finally:
         if chapter_file and not saved_figures:
             os.environ.pop("NBLIB_FIGURES_DIR", None)
 
 
 def _run_and_build(budget: str, out_dir: Path, names: list[str], build: bool, params: dict | None, jobs: int,
-                   source: BudgetFile | None, chapter_file: BudgetFile | None, on_done=None) -> int:
+                   source: BudgetFile | None, chapter_file: BudgetFile | None, worker=None) -> int:
     """run_book's work once everything is checked: the chapters, their timings, the book. The
     code version the timings and the report name is the one the chapters started from (a commit
     made while they run does not relabel them)."""
     code = code_version()
     t0 = time.time()
-    times = execute_all(names, budget, out_dir, params, jobs=jobs, on_done=on_done)
+    times = execute_all(names, budget, out_dir, params, jobs=jobs, worker=worker)
     elapsed = round(time.time() - t0, 1)
     atomic_write_json(out_dir / "chapter_times.json", {
         "budget": budget, "chapters": times, "total_s": elapsed, "jobs": jobs, "code": code,
@@ -481,12 +481,28 @@ def keep_in_tree(out_dir: Path, times: list[dict], code: dict, report_md: str, s
           f"({manifest['size_bytes'] / 1e6:.2f} MB), book/scorecard.md, book/run_report.md, book/index.md", flush=True)
 
 
+def _nbval_in_worker(name: str, budget: str, out_dir: Path, params: dict | None, env: dict) -> dict:
+    """One chapter of the test command: nbval-lax executes its papermill-prepared copy
+    (<out>/nbval/), and its recorded outputs become the executed chapter the book is built from
+    (<out>/notebooks/, `nbval_runs`); pytest's output goes to <out>/logs/<chapter>.log."""
+    print(f"[book] {name}: running under nbval-lax at budget={budget} ...", flush=True)
+    executed = out_dir / "notebooks" / f"{name}.ipynb"
+    kernel_env = {k: os.environ.get(k) or v for k, v in KERNEL_ENV.items()} | env
+    r = nbval_execute(out_dir / "nbval" / f"{name}.ipynb", executed, out_dir, SMOKE_CELL_TIMEOUT_S, kernel_env,
+                      log=out_dir / "logs" / f"{name}.log")
+    if executed.exists():
+        prepare_for_book(executed, {"budget": budget, **(params or {})})
+    ok = r["rc"] == 0 and executed.exists()
+    print(f"[book] {name}: {'ok' if ok else 'failed'} in {r['wall_s']:.1f} s (nbval-lax: {r['passed']} cells passed, "
+          f"{r['failed']} failed)", flush=True)
+    return {"chapter": name, "status": "ok" if ok else "failed", "wall_s": round(r["wall_s"], 1),
+            "error": None if ok else r["output"][-4000:], "passed": r["passed"], "failed": r["failed"]}
+
+
 def test_book(out_dir: Path, jobs: int | None = None) -> int:
-    """The test command's notebook part: every chapter at smoke through papermill (`jobs` at
-    a time, default one per core), the book build and its check, and nbval-lax over the
-    papermill-parameterised notebooks, each started as its chapter's papermill run ends
-    (`nbval_runs.NbvalRuns`: one at a time while chapters run, `jobs` at a time after, at the
-    lowest CPU priority)."""
+    """The test command's notebook part: every chapter at smoke, executed once under nbval-lax
+    (`jobs` at a time, default one per core, in the registry's order of needs), then the book
+    built from those executions and checked (`nbval_runs`)."""
     jobs = book_jobs(jobs)
     if registry_problems(stop=NOT_RUN):
         return 1
@@ -500,20 +516,16 @@ def test_book(out_dir: Path, jobs: int | None = None) -> int:
         print(f"[book] notebooks/*.ipynb out of sync with their .py: {stale}; run `python -m nblib.book sync`",
               file=sys.stderr)
         return 1
-    nbval_dir = out_dir / "nbval"
-    nbval_dir.mkdir()
-    for n in chapters():
-        pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(nbval_dir / f"{n}.ipynb"),
+    (out_dir / "nbval").mkdir()
+    for n in chapters():  # papermill injects the parameters; nbval executes
+        pm.execute_notebook(str(NOTEBOOKS / f"{n}.ipynb"), str(out_dir / "nbval" / f"{n}.ipynb"),
                             parameters={"budget": "smoke"}, prepare_only=True, kernel_name="python3")
-    # nbval-lax re-executes each chapter over the runs its papermill pass stored, starting as
-    # that pass ends, at the lowest CPU priority: it fills the core the chapter chain 2 -> 3 ->
-    # 4 -> 5 leaves idle (nbval_runs)
-    nbval = NbvalRuns(nbval_dir, out_dir, jobs, SMOKE_CELL_TIMEOUT_S, figures=out_dir / "figures")
-    rc = run_book("smoke", out_dir, jobs=jobs, on_done=nbval.submit)
-    if rc:
-        nbval.cancel()
-        return rc
-    return nbval.finish()
+    t0 = time.time()
+    rc = run_book("smoke", out_dir, jobs=jobs, worker=_nbval_in_worker)
+    times = out_dir / "chapter_times.json"  # absent where run_book stopped before any chapter ran
+    if times.exists():
+        print(nbval_summary(json.loads(times.read_text())["chapters"], t0), flush=True)
+    return rc
 
 
 def main(argv=None) -> int:

@@ -113,7 +113,7 @@ class Chapter:
     def cached(self, fn, *args, **kwargs):
         """fn(*args, **kwargs) from the run store's results cache, computed there once
         (`nblib.store.call_cache`): a chapter executed again over a finished store, as in a
-        rebuild or nbval's pass, reads its fits instead of refitting them."""
+        rebuild after an edit to its words, reads its fits instead of refitting them."""
         return cached_call(self.store.root, fn, *args, **kwargs)
 
     @staticmethod

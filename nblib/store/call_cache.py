@@ -4,7 +4,7 @@ A run store never retrains a run it holds; this does the same for the fits that 
 and 4 compute from the runs' tables (Table 11's bootstrap, Tables 3 and 4's variant
 ablations, Fig. 3's R² intervals). Those take minutes at toy and are recomputed whenever a
 chapter is executed again over a finished store: a rebuild after an edit to a chapter's
-words, or nbval's second pass in the test command.
+words.
 
     value = cached_call(root, scaling.parameter_table, table, splits, n_boot=100, seed=0)
 
