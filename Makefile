@@ -49,19 +49,9 @@ html: setup
 plan: setup
 	$(PY) -m nblib.book.plan $(BUDGET_ARGS)
 
-# The unit tests run beside the smoke chapters, below them in CPU priority (nice 10): the
-# chapter chain 2 -> 3 -> 4 -> 5 (each waits for the runs of the one before) leaves a core idle
-# for minutes, which the unit tests fill, and they take both cores once the book check has
-# ended. The smoke chapters' output goes to _build/book-test.log, printed when both have ended.
 test: setup
-	@mkdir -p _build
-	@echo "[test] the smoke chapters and the book check run beside the unit tests; their log: _build/book-test.log"
-	@$(PY) -m nblib.book test > _build/book-test.log 2>&1 & book=$$!; \
-	trap 'kill $$book 2>/dev/null' INT TERM; \
-	nice -n 10 $(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests; unit=$$?; \
-	wait $$book; smoke=$$?; cat _build/book-test.log; \
-	echo "[test] unit tests: exit $$unit; smoke chapters and book check: exit $$smoke"; \
-	[ $$unit -eq 0 ] && [ $$smoke -eq 0 ]
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests
+	$(PY) -m nblib.book test
 	$(PY) -m nblib.book html --out _build/committed
 
 clean:
