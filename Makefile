@@ -49,19 +49,9 @@ html: setup
 plan: setup
 	$(PY) -m nblib.book.plan $(BUDGET_ARGS)
 
-# The unit tests run beside the smoke chapters at the lowest CPU priority
-# (tests/lowest_priority.py): the chapter chain 2 -> 3 -> 4 -> 5 (each reads the runs of the one
-# before) leaves a core idle for minutes, which they fill, and they take both cores once the
-# book check has ended. The chapters' output goes to _build/book-test.log, printed at the end.
 test: setup
-	@mkdir -p _build
-	@echo "[test] the smoke chapters and the book check run beside the unit tests; their log: _build/book-test.log"
-	@$(PY) -m nblib.book test > _build/book-test.log 2>&1 & book=$$!; \
-	$(PY) tests/lowest_priority.py $(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests & unit=$$!; \
-	trap 'kill $$book $$unit 2>/dev/null; exit 130' INT TERM; \
-	wait $$unit; unit_rc=$$?; wait $$book; book_rc=$$?; cat _build/book-test.log; \
-	echo "[test] unit tests: exit $$unit_rc; smoke chapters, nbval and the book check: exit $$book_rc"; \
-	[ $$unit_rc -eq 0 ] && [ $$book_rc -eq 0 ]
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests
+	$(PY) -m nblib.book test
 	$(PY) -m nblib.book html --out _build/committed
 
 clean:

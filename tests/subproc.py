@@ -5,11 +5,6 @@ A grandchild that holds them keeps that wait going for ever: torchrun's workers 
 sessions and outlive a SIGKILLed agent, still writing to the captured stdout. Here the child
 starts a process group of its own; on timeout the group gets SIGTERM (torchrun passes it on to
 its workers), then SIGKILL, and the wait for the pipes is itself bounded.
-
-The group stays in the tests' session (Python 3.11's `process_group=0`; older Pythons start a
-session of its own): `make test` runs the unit tests in a session whose CPU priority is the
-lowest (tests/lowest_priority.py), and on Linux a new session would be a scheduling group of its
-own with the default priority.
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 
 GRACE_S = 20  # after SIGTERM, before SIGKILL
 
@@ -37,8 +31,7 @@ def run(cmd, *, timeout: float, check: bool = False, capture_output: bool = Fals
     and the longest wait for the pipes after SIGKILL."""
     if capture_output:
         kw["stdout"] = kw["stderr"] = subprocess.PIPE
-    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
-    with subprocess.Popen(cmd, **group, **kw) as p:
+    with subprocess.Popen(cmd, start_new_session=True, **kw) as p:
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
