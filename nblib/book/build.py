@@ -107,6 +107,12 @@ KERNEL_ENV = {"TQDM_MININTERVAL": "30", "TQDM_MAXINTERVAL": "120"}
 SMOKE_CELL_TIMEOUT_S = 600
 
 
+def kernel_environment(env: dict | None = None) -> dict:
+    """The variables a chapter's kernel gets: KERNEL_ENV and `env`, where a value already set in
+    the environment wins."""
+    return {k: os.environ.get(k) or v for k, v in {**KERNEL_ENV, **(env or {})}.items()}
+
+
 def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, log_output: bool = True,
             env: dict | None = None) -> dict:
     """Execute one chapter with papermill at `budget`; return {chapter, status, wall_s}.
@@ -117,9 +123,9 @@ def execute(name: str, budget: str, out_dir: Path, params: dict | None = None, l
     status, error = "ok", None
     print(f"[book] {name}: running at budget={budget} ...", flush=True)
     parameters = {"budget": budget, **(params or {})}
-    kernel_env = {**KERNEL_ENV, **(env or {})}
+    kernel_env = kernel_environment(env)
     saved = {k: os.environ.get(k) for k in kernel_env}
-    os.environ.update({k: os.environ.get(k) or v for k, v in kernel_env.items()})  # the kernel inherits them
+    os.environ.update(kernel_env)  # the kernel inherits them
     try:
         pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out_nb), parameters=parameters,
                             kernel_name="python3", cwd=str(REPO_ROOT), log_output=log_output, progress_bar=False,
@@ -487,9 +493,8 @@ def _nbval_in_worker(name: str, budget: str, out_dir: Path, params: dict | None,
     (<out>/notebooks/, `nbval_runs`); pytest's output goes to <out>/logs/<chapter>.log."""
     print(f"[book] {name}: running under nbval-lax at budget={budget} ...", flush=True)
     executed = out_dir / "notebooks" / f"{name}.ipynb"
-    kernel_env = {k: os.environ.get(k) or v for k, v in KERNEL_ENV.items()} | env
-    r = nbval_execute(out_dir / "nbval" / f"{name}.ipynb", executed, out_dir, SMOKE_CELL_TIMEOUT_S, kernel_env,
-                      log=out_dir / "logs" / f"{name}.log")
+    r = nbval_execute(out_dir / "nbval" / f"{name}.ipynb", executed, out_dir, SMOKE_CELL_TIMEOUT_S,
+                      kernel_environment(env), log=out_dir / "logs" / f"{name}.log")
     if executed.exists():
         prepare_for_book(executed, {"budget": budget, **(params or {})})
     ok = r["rc"] == 0 and executed.exists()
