@@ -49,9 +49,20 @@ html: setup
 plan: setup
 	$(PY) -m nblib.book.plan $(BUDGET_ARGS)
 
+# The unit tests run beside the smoke chapters: the chapter chain 2 -> 3 -> 4 -> 5 -> 12 (each
+# reads the runs of the one before) leaves a core idle for minutes, which the tests fill. Both
+# run one torch thread per process (tests/conftest.py; a chapter gets the cores no other chapter
+# holds), so sharing the cores costs no extra CPU time (README, "make test"). The chapters'
+# output goes to _build/book-test.log, printed once the unit tests have ended.
 test: setup
-	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests
-	$(PY) -m nblib.book test
+	@mkdir -p _build
+	@echo "[test] the smoke chapters, nbval and the book check run beside the unit tests; their log: _build/book-test.log"
+	@$(PY) -m nblib.book test > _build/book-test.log 2>&1 & book=$$!; \
+	trap 'kill $$book 2>/dev/null; exit 130' INT TERM; \
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests; unit_rc=$$?; \
+	wait $$book; book_rc=$$?; cat _build/book-test.log; \
+	echo "[test] unit tests: exit $$unit_rc; smoke chapters, nbval and the book check: exit $$book_rc"; \
+	[ $$unit_rc -eq 0 ] && [ $$book_rc -eq 0 ]
 	$(PY) -m nblib.book html --out _build/committed
 
 clean:
