@@ -54,6 +54,12 @@ plan: setup
 # run one torch thread per process (tests/conftest.py; a chapter gets the cores no other chapter
 # holds), so sharing the cores costs no extra CPU time (README, "make test"). The chapters'
 # output goes to _build/book-test.log, printed once the unit tests have ended.
+# Every core is shared the whole time, so a run that trains at two threads (chapter 2's LongPPL
+# reference, chapter 9's fine-tunes: RunConfig.threads) must not spin-wait for a thread the OS
+# has parked: with OpenMP's default policy chapter 9's two fine-tunes took 5.6-29.5 s and 5-29
+# CPU-s beside two busy processes, passive 4.1-4.6 s and 2.4-2.7 CPU-s (the same weights: the
+# wait policy changes no sum). Alone they are faster spinning (1.6 s against 4.4), so only here.
+test: export OMP_WAIT_POLICY ?= PASSIVE
 test: setup
 	@mkdir -p _build
 	@echo "[test] the smoke chapters, nbval and the book check run beside the unit tests; their log: _build/book-test.log"

@@ -13,6 +13,10 @@ from nblib.probes import design_probe
 from nblib.probes import protocol_horizon as P
 from nblib.store.runstore import RunStore
 
+# the smallest scale: the probe's records and their agreement with the chapters do not depend on N,
+# and S1's smoke short stage and LCCP train in a third of S4's time
+SCALE = "S1"
+
 
 @pytest.fixture(scope="module")
 def horizon(tmp_path_factory):
@@ -20,7 +24,7 @@ def horizon(tmp_path_factory):
     out = root / "horizon.jsonl"
     b = get_budget("smoke")
     dls = [b.dl_multiples[-1], 2 * b.dl_multiples[-1]]  # the grid's largest Dl, and twice it
-    assert P.main(["--budget", "smoke", "--scales", "S4", "--dls", *map(str, dls), "--run-root", str(root),
+    assert P.main(["--budget", "smoke", "--scales", SCALE, "--dls", *map(str, dls), "--run-root", str(root),
                    "--out", str(out)]) == 0
     return b, root, dls, [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -30,9 +34,9 @@ def test_one_record_per_dl_and_protocol_from_the_grids_configs(horizon):
     assert [(r["dl"], r["protocol"]) for r in rows] == [(d, p) for d in dls for p in ("LD", "Raw", "Last4")]
     ds = b.ds_multiples[-1]
     for r in rows:
-        assert r["scale"] == "S4" and r["ds"] == ds and r["budget"] == "smoke" and r["longppl"] > 1
-        want = (grid.lccp_linear_decay(b, "S4", ds, r["dl"]) if r["protocol"] == "LD"
-                else grid.lccp_constant(b, "S4", ds, max(dls), 0, ckpt_every=b.constant_ckpt_every))
+        assert r["scale"] == SCALE and r["ds"] == ds and r["budget"] == "smoke" and r["longppl"] > 1
+        want = (grid.lccp_linear_decay(b, SCALE, ds, r["dl"]) if r["protocol"] == "LD"
+                else grid.lccp_constant(b, SCALE, ds, max(dls), 0, ckpt_every=b.constant_ckpt_every))
         assert r["run"] == want.hash
 
 
@@ -46,8 +50,8 @@ def test_on_the_grid_it_agrees_with_chapters_3_and_4(horizon):
     ds, dl = b.ds_multiples[-1], b.dl_multiples[-1]
     # the chapters' own evaluation of the same configurations (linear_decay_table's and
     # constant_table's jobs), on the runs the probe trained: only the grid point is scored
-    ld = store.run(grid.lccp_linear_decay(b, "S4", ds, dl))
-    const = store.run(grid.lccp_constant(b, "S4", ds, max(dls), 0, ckpt_every=b.constant_ckpt_every))
+    ld = store.run(grid.lccp_linear_decay(b, SCALE, ds, dl))
+    const = store.run(grid.lccp_constant(b, SCALE, ds, max(dls), 0, ckpt_every=b.constant_ckpt_every))
     res = evaluate_many(ev, [(ld.hash, "raw", "final", None, {}),
                              (const.hash, "raw", experiments.step_at(const, dl), None, {}),
                              (const.hash, "merged", experiments.last4_steps(const, dl, b.last4_gap(b.constant_ckpt_every)),
@@ -65,7 +69,7 @@ def test_a_finished_evaluation_is_read_from_its_cache_without_a_worker_pool(hori
     store = RunStore(root)
     ev = Evaluator.build(b, store)
     ds = b.ds_multiples[-1]
-    lds = [store.run(grid.lccp_linear_decay(b, "S4", ds, dl)) for dl in dls]
+    lds = [store.run(grid.lccp_linear_decay(b, SCALE, ds, dl)) for dl in dls]
     jobs = [(r.hash, "raw", "final", None, {}) for r in lds] * 5  # over memo_many's one-job serial path
     first = evaluate_many(ev, jobs, workers=2)
 

@@ -164,14 +164,26 @@ def _torchrun(tmp_path, c, root, strategy):
     return RunStore(root).run(c)
 
 
+# 12 steps, a checkpoint at each: 3 compared weight for weight, 9 more for the loss curves
+TWO_PROCESS = cfg(12, every=1)
+
+
+@pytest.fixture(scope="module")
+def single_process_run(tmp_path_factory):
+    """The one-process reference both strategies are compared with (trained once)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the one_thread fixture does for a test
+    yield get_or_run(RunStore(tmp_path_factory.mktemp("one")), TWO_PROCESS, progress=False)
+    torch.set_num_threads(n)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_two_process_run_matches_single_process(tmp_path, strategy):
+def test_two_process_run_matches_single_process(tmp_path, strategy, single_process_run):
     """Same global batch on 2 CPU processes (gloo): the weights match a single process to fp
     tolerance at every early step; later, Muon's bf16 Newton-Schulz amplifies the last-bit
     differences of reduction order, so the loss curves are compared with a looser tolerance."""
-    c = cfg(20, every=1)
-    single = get_or_run(RunStore(tmp_path / "one"), c, progress=False)
+    c, single = TWO_PROCESS, single_process_run
     multi = _torchrun(tmp_path, c, tmp_path / "two", strategy)
     for step in (1, 2, 3):
         a, b = load_weights(single.checkpoint(step)), load_weights(multi.checkpoint(step))
