@@ -65,7 +65,7 @@ test: setup
 	@echo "[test] the smoke chapters, nbval and the book check run beside the unit tests; their log: _build/book-test.log"
 	@$(PY) -m nblib.book test > _build/book-test.log 2>&1 & book=$$!; \
 	trap 'kill $$book 2>/dev/null; exit 130' INT TERM; \
-	$(PY) -m pytest -q -n auto --dist loadfile --durations=15 tests; unit_rc=$$?; \
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=15 tests; unit_rc=$$?; \
 	wait $$book; book_rc=$$?; cat _build/book-test.log; \
 	echo "[test] unit tests: exit $$unit_rc; smoke chapters, nbval and the book check: exit $$book_rc"; \
 	[ $$unit_rc -eq 0 ] && [ $$book_rc -eq 0 ]

@@ -1,4 +1,7 @@
-"""benchmarks/bench_make_test.py: what it reads from a `make test` log and how it pairs runs."""
+"""benchmarks/bench_make_test.py: what it reads from a `make test` log and how it pairs runs; the
+order `make test` runs the test files in (tests/conftest.py)."""
+
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +50,19 @@ def test_the_run_report_names_each_run_of_the_committed_result():
     for r in d["runs"]:
         assert f"{r['role']} {r['sha'][:7]} {r['wall_s']:.0f} s" in line
     assert f"(gate {d['gate_s']} s)" in line
+
+
+def test_the_heavy_files_exist_and_run_first_in_their_order():
+    """tests/conftest.py's HEAVY_FIRST names files that exist (a rename would silently drop one to
+    the end of the run), and its hook puts their tests first, each file's own order kept."""
+    from types import SimpleNamespace
+
+    from tests import conftest
+
+    tests = Path(conftest.__file__).parent
+    assert [n for n in conftest.HEAVY_FIRST if not (tests / n).is_file()] == []
+    items = [SimpleNamespace(path=tests / f, name=t) for f, t in
+             [("test_merge.py", "a"), ("test_plan.py", "b"), ("test_models.py", "c"), ("test_train.py", "d"),
+              ("test_plan.py", "e"), ("test_train.py", "f")]]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == ["d", "f", "b", "e", "a", "c"]
