@@ -39,7 +39,7 @@ from nblib.book.chapter import Chapter
 from nblib.budgets import get_budget
 from nblib.chapters import budget_words
 from nblib.chapters.appendix import grid_ladder_findings, probe_findings, toy_design, toy_erosion, toy_figures
-from nblib.probes import n_axis, record_path, records
+from nblib.probes import n_axis, record_path, records, short_seeds
 
 ch = Chapter("11_toy_design", budget=budget, budget_file=budget_file, seed=seed, run_root=run_root)
 b = ch.budget
@@ -319,7 +319,28 @@ n_axis_table.round(3)
 # finding. Training S3's short stage in fp32 leaves the pair where it was: precision is not the
 # cause. Narrowing S2's attention to its width moves S2 up to S3, which removes the rise but
 # gives no fall outside the seed spread. The law's N axis needs either several short seeds per
-# scale or a short stage whose seeds agree.
+# scale or seeds that agree after LCCP; the next probe asks where they part.
+
+# %% [markdown]
+# Why do two short seeds of one scale differ by more than a step up in N? A seed whose short
+# stage stalls on a plateau would do it, and would leave LongPPL with little to gain from
+# $D_s$. The short-stage seed probe
+# (`python -m nblib.probes short_seeds --budget-file data/probes/grid_designs/Ve.toml --scales S2 S3
+# --lrs 1e-2 5e-3 --seeds 0 1 2 --ds 90 270`) trains the grid's short stage alone (Ve: every
+# short stage in fp32) at the grid's stable LR and at half of it, with three seeds, decayed at
+# $D_s$ = 90 and 270, and scores held-out loss at the short context; no reference and no LCCP.
+# Records: `data/probes/toy_short_seeds.jsonl`.
+
+# %%
+def design_name(r):
+    return r["budget"].str.replace("data/probes/grid_designs/", "", regex=False)
+
+
+short_seed_table = short_seeds.short_seed_table(records("toy_short_seeds").assign(budget=design_name))
+lccp_seed_spread = short_seeds.lccp_seed_spread(records("toy_n_axis_probe")).assign(budget=design_name)
+ch.save_table(short_seed_table, "toy_short_seeds")
+ch.markdown(probe_findings.short_seed_findings(short_seed_table, lccp_seed_spread))
+short_seed_table.round(3)
 
 # %% [markdown]
 # ## What erodes at the paper's LCCP rate

@@ -31,6 +31,7 @@ CLIS = {
     "nblib.probes.code_needle_levers": ([], "toy"),
     "nblib.probes.protocol_horizon": ([], "toy"),
     "nblib.probes.n_axis": ([], "toy"),
+    "nblib.probes.short_seeds": ([], "toy"),
     "nblib.chapters.claims.scorecard": ([], "toy"),
     "benchmarks.bench_train": ([], "toy"),
     "benchmarks.bench_ensemble": ([], "toy"),

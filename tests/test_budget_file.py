@@ -337,10 +337,11 @@ RATE_DESIGNS = {"W": 0.15, "X": 0.2, "Y": 0.3}  # issue 55's first rung: the boo
 NOISE_DESIGNS = {"Z": (0.3, 2)}  # its second: a rate and fewer sequences an LCCP step
 DL_DESIGNS = {"Z3": ("Z", (40, 60, 80))}  # its third: a noise design's grid at Dl past the turn
 DS_DESIGNS = {"Z4": ("Z3", (90, 270, 450))}  # after it: the same grid on the ends of the paper's Ds range
+SHORT_LR_DESIGNS = {"Vf": 5e-3}  # issue 66: the book's grid with another short-stage LR, LCCP's kept
 
 
 LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS, *DL_DESIGNS,
-                                                     *DS_DESIGNS)]
+                                                     *DS_DESIGNS, *SHORT_LR_DESIGNS)]
 
 
 @pytest.mark.parametrize("path", LADDER_DESIGNS,
@@ -382,6 +383,22 @@ def test_a_noise_design_is_the_books_grid_at_another_rate_and_lccp_batch(stem):
     b, toy = load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
     assert b == replace(toy, lccp_lr_frac=rate, scales={k: replace(v, batch_long=batch) for k, v in toy.scales.items()})
     _only_lccp_runs_differ(b, toy)
+
+
+@pytest.mark.parametrize("stem", sorted(SHORT_LR_DESIGNS))
+def test_a_short_lr_design_moves_the_short_stage_and_keeps_lccp_lr(stem):
+    """Vf: the book's toy with every scale's short-stage LR moved and lccp_lr_frac moved with it,
+    so LCCP starts at the toy's LR (App. A.3: lr/10 of the toy's own short LR). Every other field
+    is the toy's; every short-stage run is new (another schedule)."""
+    lr, b, toy = SHORT_LR_DESIGNS[stem], load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
+    frac = toy.lccp_lr_frac * toy.scale("S1").lr / lr
+    assert b == replace(toy, lccp_lr_frac=frac, scales={k: replace(v, lr=lr) for k, v in toy.scales.items()})
+    for s in b.scales:
+        assert b.lccp_lr(s) == pytest.approx(toy.lccp_lr(s), rel=1e-12)
+    with grid.placeholder_corpus():
+        for s in ("S2", "S3"):
+            assert grid.short_stage(b, s).trunk.hash != grid.short_stage(toy, s).trunk.hash
+            assert grid.short_stage(b, s).trunk.schedule["lr"] == lr
 
 
 @pytest.mark.parametrize("stem", sorted(DL_DESIGNS))

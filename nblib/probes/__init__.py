@@ -17,6 +17,7 @@ chapters read. One module per probe, each with a `main(argv)`; one entry point:
     cpu_kernel          2        cpu_kernel_probe                                cpu_kernel_probe.py
     grid_ladder         2        toy_grid_ladder.csv                             (rows measured by hand)
     n_axis              2        toy_n_axis_probe                                (new)
+    short_seeds         11       toy_short_seeds                                 (new)
     erosion             2        toy_erosion_probe                               (new)
     trajectory_copy     4        toy_trajectory_copy_probe                       toy_trajectory_copy_probe.py
     protocol_horizon    4        toy_protocol_horizon                            (new)
@@ -53,6 +54,7 @@ PROBES = {
     "cpu_kernel": "nblib.probes.cpu_kernel",
     "grid_ladder": "nblib.probes.grid_ladder",
     "n_axis": "nblib.probes.n_axis",
+    "short_seeds": "nblib.probes.short_seeds",
     "erosion": "nblib.probes.erosion",
     "trajectory_copy": "nblib.probes.trajectory_copy",
     "protocol_horizon": "nblib.probes.protocol_horizon",

@@ -234,6 +234,40 @@ def protocol_horizon_findings(horizon: pd.DataFrame) -> str:
     return bullets(lines)
 
 
+def short_seed_findings(table: pd.DataFrame, lccp: pd.DataFrame | None = None) -> str:
+    """Chapter 11's words on the short-stage seed probe (`nblib.probes.short_seeds.short_seed_table`):
+    per design and scale, each stable LR's mean held-out loss over the seeds and its seed spread at
+    each Ds, what the largest Ds gains over the smallest, and which LR has the lowest mean and the
+    smallest spread at the largest Ds. `lccp` (`short_seeds.lccp_seed_spread`): the same seeds'
+    spread in log LongPPL after LCCP, set beside the short stage's where design, scale, LR and Ds
+    match, with the factor between them."""
+    if table.empty:
+        return "No short-stage seed records yet (`python -m nblib.probes short_seeds`)."
+    out = []
+    for (design, scale), g in table.groupby(["budget", "scale"], sort=False):
+        per_lr = []
+        for lr, h in g.sort_values("ds").groupby("lr", sort=False):
+            pts = "; ".join(f"Ds {r.ds:g}: {r.mean:.3f} (spread {r.spread:.3f})" for r in h.itertuples())
+            gain = f", Ds {h.ds.iloc[0]:g} -> {h.ds.iloc[-1]:g} {h['mean'].iloc[-1] - h['mean'].iloc[0]:+.3f}" if len(h) > 1 else ""
+            per_lr.append(f"LR {lr:g}, {int(h.seeds.min())} seeds: {pts}{gain}")
+        top = g[g["ds"] == g["ds"].max()]
+        line = f"- **{design}**, {scale}, held-out loss at the short context (nats): " + " | ".join(per_lr) + "."
+        if top["lr"].nunique() > 1:
+            low, tight = top.loc[top["mean"].idxmin()], top.loc[top["spread"].idxmin()]
+            line += (f" At Ds {top.ds.iloc[0]:g} the lowest mean is LR {low.lr:g}'s and the smallest seed spread "
+                     f"LR {tight.lr:g}'s ({tight.spread:.3f} against {top.spread.max():.3f}).")
+        for r in g.itertuples():
+            m = (pd.DataFrame() if lccp is None else
+                 lccp[(lccp["budget"] == design) & (lccp["scale"] == scale) & (lccp["ds"] == r.ds)
+                      & np.isclose(lccp["lr"], r.lr) & (lccp["seeds"] >= 2)])
+            for x in m.itertuples():
+                line += (f" After LCCP (the N-axis probe, Dl {x.dl:g}) the same {x.seeds} seeds at LR {r.lr:g} spread "
+                         f"{x.spread:.3f} nats in log LongPPL at Ds {r.ds:g}, {x.spread / r.spread:.1f}x their short "
+                         f"stage's {r.spread:.3f}.")
+        out.append(line)
+    return "\n".join(out)
+
+
 def n_axis_findings(table: pd.DataFrame) -> str:
     """Chapter 11's words on the N-axis probe (`nblib.probes.n_axis.n_axis_table`): per design,
     the range of the larger scale's mean log LongPPL minus the smaller's over the probed points
