@@ -343,6 +343,20 @@ ch.markdown(probe_findings.short_seed_findings(short_seed_table, lccp_seed_sprea
 short_seed_table.round(3)
 
 # %% [markdown]
+# Where do the seeds part, then? The same probe with `--dls 10 30` trains the grid's Linear-Decay
+# LCCP from each seed's short stage at $D_s$ = 270, every run in fp32 (design Ve2:
+# `python -m nblib.probes short_seeds --budget-file data/probes/grid_designs/Ve2.toml --scales S2
+# S3 --seeds 0 1 2 --ds 270 --dls 10 30`), and scores the held-out loss at the long context within
+# the short context's span and beyond it. Design Ve2y is the same at three times the LCCP rate
+# (30% of the short LR, as design Y).
+
+# %%
+short_seed_lccp = short_seeds.short_seed_lccp_table(records("toy_short_seeds").assign(budget=design_name))
+ch.save_table(short_seed_lccp, "toy_short_seeds_lccp")
+ch.markdown(probe_findings.short_seed_lccp_findings(short_seed_lccp))
+short_seed_lccp.round(3)
+
+# %% [markdown]
 # ## What erodes at the paper's LCCP rate
 #
 # The erosion probe (`python -m nblib.probes erosion --scale S4 --kv-heads 1 3`) follows one

@@ -338,10 +338,11 @@ NOISE_DESIGNS = {"Z": (0.3, 2)}  # its second: a rate and fewer sequences an LCC
 DL_DESIGNS = {"Z3": ("Z", (40, 60, 80))}  # its third: a noise design's grid at Dl past the turn
 DS_DESIGNS = {"Z4": ("Z3", (90, 270, 450))}  # after it: the same grid on the ends of the paper's Ds range
 SHORT_LR_DESIGNS = {"Vf": 5e-3}  # issue 66: the book's grid with another short-stage LR, LCCP's kept
+LCCP_RATE_OVER = {"Ve2y": ("Ve2", 0.3)}  # issue 66: a design with another LCCP rate, its base's short stages
 
 
 LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS, *DL_DESIGNS,
-                                                     *DS_DESIGNS, *SHORT_LR_DESIGNS)]
+                                                     *DS_DESIGNS, *SHORT_LR_DESIGNS, *LCCP_RATE_OVER)]
 
 
 @pytest.mark.parametrize("path", LADDER_DESIGNS,
@@ -383,6 +384,20 @@ def test_a_noise_design_is_the_books_grid_at_another_rate_and_lccp_batch(stem):
     b, toy = load_budget_file(GRID_DESIGNS[0].parent / f"{stem}.toml"), get_budget("toy")
     assert b == replace(toy, lccp_lr_frac=rate, scales={k: replace(v, batch_long=batch) for k, v in toy.scales.items()})
     _only_lccp_runs_differ(b, toy)
+
+
+@pytest.mark.parametrize("stem", sorted(LCCP_RATE_OVER))
+def test_a_rate_design_over_another_design_moves_only_its_lccp_runs(stem):
+    """Ve2y: its base design (Ve2) with LCCP at another share of the short LR; the short stages are
+    the base's runs and every Linear-Decay run is new."""
+    base_stem, rate = LCCP_RATE_OVER[stem]
+    b, base = (load_budget_file(GRID_DESIGNS[0].parent / f"{s}.toml") for s in (stem, base_stem))
+    assert b == replace(base, lccp_lr_frac=rate)
+    with grid.placeholder_corpus():
+        for scale in ("S2", "S3"):
+            assert grid.short_stage(b, scale, 1).wsd[270].hash == grid.short_stage(base, scale, 1).wsd[270].hash
+            assert (grid.lccp_linear_decay(b, scale, 270, 10, short_seed=1).hash
+                    != grid.lccp_linear_decay(base, scale, 270, 10, short_seed=1).hash)
 
 
 @pytest.mark.parametrize("stem", sorted(SHORT_LR_DESIGNS))

@@ -22,6 +22,7 @@ def test_the_budgets_own_lr_gives_the_grids_short_stage_and_another_lr_only_that
         trunk = grid.short_stage(half, "S2", 1).trunk
         assert trunk.hash != grid.short_stage(b, "S2", 1).trunk.hash
         assert trunk.schedule["lr"] == b.scale("S2").lr / 2
+        assert half.lccp_lr("S2") == pytest.approx(b.lccp_lr("S2"))  # LCCP starts where the grid's does
         assert all(grid.short_stage(half, s, 0).trunk.hash == grid.short_stage(b, s, 0).trunk.hash
                    for s in ("S1", "S3", "S4", "S5"))
 
@@ -37,12 +38,19 @@ def test_table_against_hand_computed_values():
 
 def test_a_smoke_run_writes_one_record_per_scale_lr_seed_and_ds_from_the_grids_runs(tmp_path):
     out, b = tmp_path / "r.jsonl", get_budget("smoke")
-    assert short_seeds.main(["--budget", "smoke", "--scales", "S1", "--seeds", "0", "1", "--ds", "1.8", "5.4",
+    assert short_seeds.main(["--budget", "smoke", "--scales", "S1", "--seeds", "0", "1", "--ds", "5.4", "--dls", "0.6",
                              "--run-root", str(tmp_path / "store"), "--out", str(out)]) == 0
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted((r["seed"], r["ds"]) for r in recs) == [(0, 1.8), (0, 5.4), (1, 1.8), (1, 5.4)]
+    everything = [json.loads(line) for line in out.read_text().splitlines()]
+    recs, lccp = [r for r in everything if "dl" not in r], [r for r in everything if "dl" in r]
+    assert sorted((r["seed"], r["ds"]) for r in recs) == [(0, 5.4), (1, 5.4)]
+    assert sorted((r["seed"], r["ds"], r["dl"]) for r in lccp) == [(0, 5.4, 0.6), (1, 5.4, 0.6)]
+    for r in lccp:  # the grid's own Linear-Decay run from that seed's short stage, at the budget's LCCP LR
+        assert r["run"] == grid.lccp_linear_decay(b, "S1", r["ds"], 0.6, short_seed=r["seed"]).hash
+        assert r["lccp_lr"] == pytest.approx(b.lccp_lr("S1"))
+        assert np.isfinite(r["long_loss_below_8"]) and np.isfinite(r["long_loss_from_8"])
+    assert len(short_seeds.short_seed_table(pd.DataFrame(everything))) == 1  # (S1, Ds, LR): short rows only
     assert {r["lr"] for r in recs} == {b.scale("S1").lr}  # without --lrs: the budget's own
-    for r in recs:  # the grid's own short stage (the budget's Ds here), scored
+    for r in recs:  # the grid's own short stage (its constant trunk extends: one run whatever the Ds), scored
         assert r["run"] == grid.short_stage(b, "S1", r["seed"]).wsd[r["ds"]].hash
         assert np.isfinite(r["heldout_loss"]) and np.isfinite(r["stable_loss"]) and {"copy_gain_2", "copy_gain_4"} <= set(r)
 
@@ -53,6 +61,7 @@ def test_a_smoke_run_writes_one_record_per_scale_lr_seed_and_ds_from_the_grids_r
     (["--seeds", "0", "0"], "allowed: distinct seeds >= 0"),
     (["--ds", "270", "270"], "allowed: distinct Ds multiples > 0"),
     (["--ds", "0.001"], "too few for its WSD decay"),
+    (["--dls", "10", "10"], "allowed: distinct Dl multiples > 0"),
 ])
 def test_bad_input_is_refused_before_any_training(args, said, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
@@ -72,3 +81,37 @@ def test_findings_name_the_lr_with_the_lowest_mean_and_the_smallest_spread():
     flipped = short_seed_findings(short_seeds.short_seed_table(pd.DataFrame(rows).assign(
         heldout_loss=lambda r: np.where(r["lr"] == 5e-3, r["heldout_loss"] + 1.0, r["heldout_loss"]))))
     assert "the lowest mean is LR 0.01's and the smallest seed spread LR 0.005's" in flipped
+
+
+def test_lccp_spread_reads_each_records_budget_from_any_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nbval runs a chapter in its own folder
+    recs = pd.DataFrame([{"budget": b, "scale": "S2", "ds": 270, "dl": 10, "short_seed": s, "longppl": v}
+                         for b in ("toy", "data/probes/grid_designs/Vf.toml") for s, v in enumerate((10.0, 12.0))])
+    t = short_seeds.lccp_seed_spread(recs).set_index("budget")
+    assert t.loc["toy", "lr"] == get_budget("toy").scale("S2").lr and t.loc["data/probes/grid_designs/Vf.toml", "lr"] == 5e-3
+    assert t["spread"].tolist() == pytest.approx([np.log(1.2)] * 2) and t["seeds"].tolist() == [2, 2]
+
+
+def _lccp_records():
+    rows = []
+    for scale, far in [("S2", {10: (2.7, 2.8, 2.75), 30: (2.4, 2.6, 2.45)}), ("S3", {10: (2.65, 2.7, 2.66), 30: (2.35, 2.5, 2.4)})]:
+        for dl, vals in far.items():
+            for seed, v in enumerate(vals):
+                rows.append({"budget": "Vx", "scale": scale, "lr": 1e-2, "seed": seed, "ds": 270, "dl": dl,
+                             "lccp_lr": 1e-3, "heldout_loss": 2.6 + 0.02 * seed, "long_loss_below_128": 3.0 + 0.01 * seed,
+                             "long_loss_from_128": v})
+    rows.append({"budget": "Vx", "scale": "S2", "lr": 1e-2, "seed": 0, "ds": 270, "heldout_loss": 2.6})  # a short row
+    return pd.DataFrame(rows)
+
+
+def test_lccp_table_and_findings_against_hand_computed_values():
+    from nblib.chapters.appendix.probe_findings import short_seed_lccp_findings
+    t = short_seeds.short_seed_lccp_table(_lccp_records()).set_index(["scale", "dl"])
+    assert len(t) == 4 and (t["seeds"] == 3).all()
+    assert t.loc[("S2", 30), "long_loss_from_128 spread"] == pytest.approx(0.2)
+    assert t.loc[("S2", 30), "long_loss_from_128 mean"] == pytest.approx(np.mean([2.4, 2.6, 2.45]))
+    assert t.loc[("S3", 10), "short_spread"] == pytest.approx(0.04) and t.loc[("S3", 10), "long_loss_below_128 spread"] == pytest.approx(0.02)
+    text = short_seed_lccp_findings(short_seeds.short_seed_lccp_table(_lccp_records()))
+    assert "Dl 30: 0.200 beyond, 0.020 within (5.0x the short stage's 0.040)" in text
+    assert f"Dl 30: mean loss beyond the first 128 tokens S2 {np.mean([2.4, 2.6, 2.45]):.3f}, S3 {np.mean([2.35, 2.5, 2.4]):.3f}" in text
+    assert short_seeds.short_seed_lccp_table(_lccp_records().query("dl != dl")).empty  # short rows only: no table

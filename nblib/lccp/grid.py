@@ -141,10 +141,11 @@ def _lccp(budget: Budget, scale: str, parent: RunConfig, schedule: dict, n_token
 
 
 def lccp_linear_decay(budget: Budget, scale: str, ds_mult: float, dl_mult: float, seed: int = 0,
-                      short_seed: int = 0) -> RunConfig:
+                      short_seed: int = 0, ds_multiples=None) -> RunConfig:
     """Linear-Decay LCCP (§3.1): from lr_4K/10 down to a tenth of it over Dl, no warmup, from
-    the short stage of seed `short_seed` (the grid's is 0; `seed` orders the LCCP data)."""
-    parent = short_stage(budget, scale, short_seed).wsd[ds_mult]
+    the short stage of seed `short_seed` (the grid's is 0; `seed` orders the LCCP data) whose
+    trunk branches at `ds_multiples` (default the budget's; `short_stage`)."""
+    parent = short_stage(budget, scale, short_seed, ds_multiples).wsd[ds_mult]
     lr0 = budget.lccp_lr(scale)
     return _lccp(budget, scale, parent, {"kind": "linear_decay", "lr": lr0, "final_lr_frac": 0.1},
                  budget.n_tokens(scale, dl_mult), seed, f"{scale} LD Ds={ds_mult}{budget.unit} Dl={dl_mult}{budget.unit}",
