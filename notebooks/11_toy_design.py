@@ -348,7 +348,8 @@ short_seed_table.round(3)
 # `python -m nblib.probes short_seeds --budget-file data/probes/grid_designs/Ve2.toml --scales S2
 # S3 --seeds 0 1 2 --ds 270 --dls 10 30`), and scores the held-out loss at the long context within
 # the short context's span and beyond it. Design Ve2y is the same at three times the LCCP rate
-# (30% of the short LR, as design Y).
+# (30% of the short LR, as design Y); the rows at a short-stage LR of 5e-3 (`--lrs 5e-3`) start
+# LCCP at the grid's LR, 1e-3, from the short stages above.
 
 # %%
 short_seed_lccp = short_seeds.short_seed_lccp_table(records("toy_short_seeds").assign(budget=design_name))

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from nblib import cli
 from nblib import export as E
-from nblib.data import get_tokenizer
+from nblib.data import get_corpus, get_tokenizer
 from nblib.lccp import merge as M
 from nblib.store.checkpoint import CKPT_DIR, step_dirname
 from nblib.store.runstore import RunConfig, RunStore
@@ -51,6 +51,16 @@ def config(model, data, steps=6, every=None, **kw) -> RunConfig:
                      ckpt_every_tokens=None if every is None else 32 * 4 * every, **kw)
 
 
+def small_bpe_data(folder: Path) -> dict:
+    """BPE data for a 4-step run: the pinned "stdlib-1024" tokenizer over the stdlib corpus's first
+    64 files (a jsonl corpus). The whole corpus would be tokenized first: 27 CPU-s of this module's
+    setup, for 512 training tokens; the export does not depend on what the run read."""
+    path = folder / "stdlib-64.jsonl"
+    path.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n"
+                            for d in get_corpus(BYTE["corpus"]).docs[:64]))
+    return {**BPE, "corpus": f"jsonl:{path}"}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     old = torch.get_num_threads()
@@ -59,7 +69,8 @@ def runs(tmp_path_factory):
     llama = get_or_run(store, config(LLAMA, BYTE, steps=6, every=3), progress=False)
     out = {
         "llama": llama,
-        "gpt2": get_or_run(store, config(GPT2, BPE, steps=4), progress=False),
+        "gpt2": get_or_run(store, config(GPT2, small_bpe_data(tmp_path_factory.mktemp("corpus")), steps=4),
+                           progress=False),
         "gemma3": get_or_run(store, config(GEMMA3_YARN, BYTE, steps=4), progress=False),
         "lccp": get_or_run(store, config(LLAMA, BYTE, steps=3, init={"run": llama.hash, "step": 6, "mode": "weights",
                                                                         "rope_base": 5e5}), progress=False),

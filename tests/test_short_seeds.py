@@ -115,3 +115,7 @@ def test_lccp_table_and_findings_against_hand_computed_values():
     assert "Dl 30: 0.200 beyond, 0.020 within (5.0x the short stage's 0.040)" in text
     assert f"Dl 30: mean loss beyond the first 128 tokens S2 {np.mean([2.4, 2.6, 2.45]):.3f}, S3 {np.mean([2.35, 2.5, 2.4]):.3f}" in text
     assert short_seeds.short_seed_lccp_table(_lccp_records().query("dl != dl")).empty  # short rows only: no table
+    # seeds of another short-stage LR whose LCCP starts at the same LR are rows of their own, never pooled
+    two = pd.concat([_lccp_records(), _lccp_records().assign(lr=5e-3, long_loss_from_128=2.0)])
+    t2 = short_seeds.short_seed_lccp_table(two)
+    assert len(t2) == 8 and (t2["seeds"] == 3).all() and (t2[t2["lr"] == 5e-3]["long_loss_from_128 spread"] == 0).all()

@@ -160,7 +160,7 @@ def short_seed_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def short_seed_lccp_table(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per (budget, scale, LCCP LR, Ds, Dl) of the probe's LCCP records (`--dls`): the
+    """One row per (budget, scale, short LR, LCCP LR, Ds, Dl) of the probe's LCCP records (`--dls`): the
     seeds, and over them the mean and the spread (highest minus lowest) of the held-out loss at
     the long context below the short context's length and from it on, beside the spread of the
     same seeds' short stages (nats). Empty without LCCP records."""
@@ -168,7 +168,7 @@ def short_seed_lccp_table(records: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     lccp = records[records["dl"].notna()]
     near, far = (next(c for c in lccp if c.startswith(k)) for k in ("long_loss_below_", "long_loss_from_"))
-    g = lccp.groupby(["budget", "scale", "lccp_lr", "ds", "dl"], sort=False)
+    g = lccp.groupby(["budget", "scale", "lr", "lccp_lr", "ds", "dl"], sort=False)
     out = g.agg(seeds=("seed", "count"), short_spread=("heldout_loss", lambda x: x.max() - x.min()),
                 within_mean=(near, "mean"), within_spread=(near, lambda x: x.max() - x.min()),
                 beyond_mean=(far, "mean"), beyond_spread=(far, lambda x: x.max() - x.min())).reset_index()

@@ -270,9 +270,10 @@ def short_seed_findings(table: pd.DataFrame, lccp: pd.DataFrame | None = None) -
 
 def short_seed_lccp_findings(table: pd.DataFrame) -> str:
     """Chapter 11's words on the short-stage seeds after LCCP (`short_seeds.short_seed_lccp_table`):
-    per design, scale and LCCP LR, for each Dl the seed spread of the long-context loss beyond the
-    short context's span and within it, against the spread the same seeds' short stages had; then
-    per design, LCCP LR and Dl, each scale's mean loss beyond the span (Eq. 1 wants it falling with N)."""
+    per design, scale, short-stage LR and LCCP LR, for each Dl the seed spread of the long-context
+    loss beyond the short context's span and within it, against the spread the same seeds' short
+    stages had; then per design, LRs and Dl, each scale's mean loss beyond the span (Eq. 1 wants
+    it falling with N)."""
     if table.empty:
         return "No LCCP records of the short-stage seed probe yet (`short_seeds --dls`)."
     near = next(c for c in table if c.endswith(" spread") and "_below_" in c)
@@ -280,15 +281,17 @@ def short_seed_lccp_findings(table: pd.DataFrame) -> str:
     far_mean = far.replace(" spread", " mean")
     span = near.split("_below_")[1].split()[0]
     out = []
-    for (design, scale, lr), g in table.groupby(["budget", "scale", "lccp_lr"], sort=False):
+    for (design, scale, short_lr, lr), g in table.groupby(["budget", "scale", "lr", "lccp_lr"], sort=False):
         pts = "; ".join(f"Dl {r.dl:g}: {r[far]:.3f} beyond, {r[near]:.3f} within ({r[far] / r['short_spread']:.1f}x "
                         f"the short stage's {r['short_spread']:.3f})" for _, r in g.sort_values("dl").iterrows())
-        out.append(f"- **{design}**, {scale}, LCCP at LR {lr:g}, Ds {g.ds.iloc[0]:g}, {int(g.seeds.min())} short seeds: "
+        out.append(f"- **{design}**, {scale}, short stage at LR {short_lr:g}, LCCP at LR {lr:g}, Ds {g.ds.iloc[0]:g}, "
+                   f"{int(g.seeds.min())} short seeds: "
                    f"seed spread of the long-context loss beyond the first {span} tokens and within them: {pts}.")
-    for (design, lr, dl), g in table.groupby(["budget", "lccp_lr", "dl"], sort=False):
+    for (design, short_lr, lr, dl), g in table.groupby(["budget", "lr", "lccp_lr", "dl"], sort=False):
         if g["scale"].nunique() > 1:
             means = ", ".join(f"{r.scale} {r[far_mean]:.3f}" for _, r in g.iterrows())
-            out.append(f"- **{design}**, LCCP at LR {lr:g}, Dl {dl:g}: mean loss beyond the first {span} tokens {means} "
+            out.append(f"- **{design}**, short stage at LR {short_lr:g}, LCCP at LR {lr:g}, Dl {dl:g}: mean loss beyond "
+                       f"the first {span} tokens {means} "
                        f"(largest seed spread among them {g[far].max():.3f}).")
     return "\n".join(out)
 
