@@ -307,8 +307,13 @@ toy_design.lccp_rate_drops(lccp_rope, 5e7, 270, 10, 30).round(3)
 # S3's and S5's in bf16). Records: `data/probes/toy_n_axis_probe.jsonl`.
 
 # %%
-n_axis_table = n_axis.n_axis_table(records("toy_n_axis_probe").assign(
-    budget=lambda r: r["budget"].str.replace("data/probes/grid_designs/", "", regex=False)))
+def design_name(r):
+    return r["budget"].str.replace("data/probes/grid_designs/", "", regex=False)
+
+
+n_axis_records = records("toy_n_axis_probe").assign(budget=design_name)
+LATER_DESIGNS = ["Vf2.toml"]  # the design the seed probes below led to: its own section
+n_axis_table = n_axis.n_axis_table(n_axis_records[~n_axis_records["budget"].isin(LATER_DESIGNS)])
 ch.save_table(n_axis_table, "toy_n_axis_probe")
 ch.markdown(probe_findings.n_axis_findings(n_axis_table))
 n_axis_table.round(3)
@@ -332,10 +337,6 @@ n_axis_table.round(3)
 # Records: `data/probes/toy_short_seeds.jsonl`.
 
 # %%
-def design_name(r):
-    return r["budget"].str.replace("data/probes/grid_designs/", "", regex=False)
-
-
 short_seed_table = short_seeds.short_seed_table(records("toy_short_seeds").assign(budget=design_name))
 lccp_seed_spread = short_seeds.lccp_seed_spread(records("toy_n_axis_probe")).assign(budget=design_name)
 ch.save_table(short_seed_table, "toy_short_seeds")
@@ -356,6 +357,24 @@ short_seed_lccp = short_seeds.short_seed_lccp_table(records("toy_short_seeds").a
 ch.save_table(short_seed_lccp, "toy_short_seeds_lccp")
 ch.markdown(probe_findings.short_seed_lccp_findings(short_seed_lccp))
 short_seed_lccp.round(3)
+
+# %% [markdown]
+# ### Back to LongPPL: the short stage at half the LR (design Vf2)
+#
+# Design Vf halves the short stage's stable LR at every scale (1e-2 to 5e-3) and keeps LCCP's
+# starting LR at the grid's 1e-3 (`lccp_lr_frac` 0.2); every other setting is the grid's. Vf2 is
+# Vf with every run in fp32, the LongPPL reference too (as Ve2 is to Ve): on a CPU without native
+# bf16 matmuls autocast is emulated and several times slower. The N-axis probe on it scores
+# LongPPL, the law's own metric, at every $D_s$ of the grid and $D_l$ = 10: S2 and S3 with three
+# short seeds (`python -m nblib.probes n_axis --budget-file data/probes/grid_designs/Vf2.toml
+# --scales S2 S3 --seeds 0 1 2 --dls 10`), then S3, S4 and S5 with two (`--scales S3 S4 S5
+# --seeds 0 1`). Records: `data/probes/toy_n_axis_probe.jsonl`.
+
+# %%
+n_axis_vf2 = n_axis.n_axis_table(n_axis_records[n_axis_records["budget"].isin(LATER_DESIGNS)])
+ch.save_table(n_axis_vf2, "toy_n_axis_probe_vf2")
+ch.markdown(probe_findings.n_axis_findings(n_axis_vf2))
+n_axis_vf2.round(3)
 
 # %% [markdown]
 # ## What erodes at the paper's LCCP rate

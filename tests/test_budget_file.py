@@ -339,10 +339,12 @@ DL_DESIGNS = {"Z3": ("Z", (40, 60, 80))}  # its third: a noise design's grid at 
 DS_DESIGNS = {"Z4": ("Z3", (90, 270, 450))}  # after it: the same grid on the ends of the paper's Ds range
 SHORT_LR_DESIGNS = {"Vf": 5e-3}  # issue 66: the book's grid with another short-stage LR, LCCP's kept
 LCCP_RATE_OVER = {"Ve2y": ("Ve2", 0.3)}  # issue 66: a design with another LCCP rate, its base's short stages
+FP32_TWINS = {"Vf2": "Vf"}  # issue 66: a design with every run in fp32 (for a CPU without native bf16)
 
 
 LADDER_DESIGNS = [p for p in GRID_DESIGNS if p.stem not in ("F", "V", *RATE_DESIGNS, *NOISE_DESIGNS, *DL_DESIGNS,
-                                                     *DS_DESIGNS, *SHORT_LR_DESIGNS, *LCCP_RATE_OVER)]
+                                                     *DS_DESIGNS, *SHORT_LR_DESIGNS, *LCCP_RATE_OVER,
+                                                     *FP32_TWINS)]
 
 
 @pytest.mark.parametrize("path", LADDER_DESIGNS,
@@ -414,6 +416,20 @@ def test_a_short_lr_design_moves_the_short_stage_and_keeps_lccp_lr(stem):
         for s in ("S2", "S3"):
             assert grid.short_stage(b, s).trunk.hash != grid.short_stage(toy, s).trunk.hash
             assert grid.short_stage(b, s).trunk.schedule["lr"] == lr
+
+
+@pytest.mark.parametrize("stem", sorted(FP32_TWINS))
+def test_an_fp32_twin_is_its_base_with_every_run_in_fp32(stem):
+    """Vf2: its base design (Vf) with every short stage and every long-context run in fp32. The
+    short stages the base already trains in fp32 (S2's) are the same runs; S3's (bf16 in the base)
+    and every LCCP run are new."""
+    b, base = (load_budget_file(GRID_DESIGNS[0].parent / f"{s}.toml") for s in (stem, FP32_TWINS[stem]))
+    assert b == replace(base, bf16_short_scales=(), long_precision="fp32")
+    assert all(b.short_precision(s) is None for s in b.scales) and b.run_precision is None
+    with grid.placeholder_corpus():
+        assert grid.short_stage(b, "S2").trunk.hash == grid.short_stage(base, "S2").trunk.hash
+        assert grid.short_stage(b, "S3").trunk.hash != grid.short_stage(base, "S3").trunk.hash
+        assert grid.lccp_linear_decay(b, "S2", 270, 10).hash != grid.lccp_linear_decay(base, "S2", 270, 10).hash
 
 
 @pytest.mark.parametrize("stem", sorted(DL_DESIGNS))

@@ -76,3 +76,18 @@ def test_bad_input_is_refused_before_any_training(args, said, tmp_path, capsys):
         n_axis.main([*args, "--run-root", str(tmp_path / "store"), "--out", str(tmp_path / "r.jsonl")])
     assert e.value.code == 2 and said in capsys.readouterr().err
     assert not (tmp_path / "store").exists() and not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_record_written_twice_counts_once():
+    """A later probe command that names a scale again re-records its cached runs: the pair table
+    and the LCCP seed spread read each (budget, scale, seed, Ds, Dl) once, the last written."""
+    from nblib.probes import short_seeds
+
+    recs = _records()
+    again = pd.concat([recs, recs[recs["scale"] == "S3"]], ignore_index=True)
+    pd.testing.assert_frame_equal(n_axis.n_axis_table(again), n_axis.n_axis_table(recs))
+    spread = short_seeds.lccp_seed_spread(again)
+    assert spread["seeds"].tolist() == [2, 2]
+    # the last record of a key wins
+    newer = pd.concat([recs, recs.iloc[[3]].assign(longppl=9.5)], ignore_index=True)
+    assert n_axis.n_axis_table(newer).iloc[0]["log LongPPL larger"] == pytest.approx((np.log(9) + np.log(9.5)) / 2)

@@ -100,15 +100,26 @@ def main(argv=None, *, budget=None, budget_name: str | None = None) -> int:
     return 0
 
 
+RECORD_KEY = ["budget", "scale", "short_seed", "ds", "dl"]
+
+
+def latest_records(records: pd.DataFrame) -> pd.DataFrame:
+    """One record per (budget, scale, short seed, Ds, Dl): the last written. A later command that
+    names a scale again (`--scales S3 S4 S5` after `--scales S2 S3`) re-records its cached runs;
+    without this a seed would count twice."""
+    return records.drop_duplicates(subset=RECORD_KEY, keep="last")
+
+
 def n_axis_table(records: pd.DataFrame) -> pd.DataFrame:
     """One row per (budget, adjacent scale pair, Ds, Dl) of the probe's records: the mean over
     short-stage seeds of each scale's log LongPPL, the larger minus the smaller (negative: LongPPL
     falls with N, as Eq. 1 has it), and the short-seed spread (the largest |Δ log LongPPL|
     between two seeds of one scale at that point, over both scales), and the standard error of
     the difference of the two means over the shared seeds, sqrt(s_small^2 / n + s_large^2 / n)
-    with sample variances (NaN below two seeds). `seeds`: the seeds both scales share."""
+    with sample variances (NaN below two seeds). `seeds`: the seeds both scales share. A record
+    written twice counts once (`latest_records`)."""
     out = []
-    for budget, g in records.groupby("budget", sort=False):
+    for budget, g in latest_records(records).groupby("budget", sort=False):
         scales = list(dict.fromkeys(g.sort_values("n_params")["scale"]))
         for small, large in zip(scales, scales[1:]):
             for (ds, dl), pt in g.groupby(["ds", "dl"]):

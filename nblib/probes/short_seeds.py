@@ -51,6 +51,7 @@ from nblib.lccp import grid
 from nblib.lccp.evaluation import test_set
 from nblib.metrics.probes import copy_gain, heldout_loss, position_loss
 from nblib.probes import results
+from nblib.probes.n_axis import latest_records
 from nblib.store.provenance import REPO_ROOT
 from nblib.store.runstore import RunStore
 from nblib.training.runner import get_or_run_many
@@ -181,8 +182,9 @@ def lccp_seed_spread(n_axis_records: pd.DataFrame) -> pd.DataFrame:
     (`nblib.probes.n_axis`), the number of short seeds and the spread (highest minus lowest) of
     log LongPPL over them, with the short stage's stable LR of that budget (a budget's name or a
     budget file's path, as the records give it), so that `short_seed_findings` can set it beside
-    this probe's spread at the same LR."""
-    logs = n_axis_records.assign(log_longppl=np.log(n_axis_records["longppl"]))
+    this probe's spread at the same LR. A record written twice counts once."""
+    recs = latest_records(n_axis_records)
+    logs = recs.assign(log_longppl=np.log(recs["longppl"]))
     g = logs.groupby(["budget", "scale", "ds", "dl"], sort=False)["log_longppl"]
     out = g.agg(seeds="count", spread=lambda x: x.max() - x.min()).reset_index()
     budgets = {n: load_budget_file(REPO_ROOT / n) if str(n).endswith(".toml") else get_budget(n)
