@@ -285,20 +285,28 @@ def test_a_chapter_stops_in_its_setup_cell_on_a_malformed_file(tmp_path):
 
 # --------------------------------------------------------------------------- the plan
 
-def test_a_missing_corpus_is_in_the_plans_list(tmp_path):
+def _plan(argv, capsys, monkeypatch) -> tuple[int, str]:
+    """`python -m nblib.book.plan ARGV` run in this process, from the repository: (exit status,
+    what it printed). A process of its own would only add torch's start-up (the command's own exit
+    path is tested in test_plan.py)."""
+    monkeypatch.chdir(REPO_ROOT)
+    code = P.main([str(a) for a in argv])
+    return code, capsys.readouterr().out
+
+
+def test_a_missing_corpus_is_in_the_plans_list(tmp_path, capsys, monkeypatch):
     absent = tmp_path / "absent" / "train.jsonl"
     path = _write(tmp_path / "b.toml", f'base = "smoke"\ncorpus = "jsonl:{absent}"\n')
-    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget-file", str(path)], capture_output=True,
-                    text=True, cwd=REPO_ROOT, timeout=300)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert f"[MISSING] LCCP corpus: {absent}" in r.stdout
-    assert f"1 input(s) of budget file {path} (base 'smoke') are missing" in r.stdout
-    assert re.search(rf"^\s+corpus\s+python-stdlib\s+jsonl:{re.escape(str(absent))}$", r.stdout, re.M), r.stdout
+    code, out = _plan(["--budget-file", path], capsys, monkeypatch)
+    assert code == 2, out
+    assert f"[MISSING] LCCP corpus: {absent}" in out
+    assert f"1 input(s) of budget file {path} (base 'smoke') are missing" in out
+    assert re.search(rf"^\s+corpus\s+python-stdlib\s+jsonl:{re.escape(str(absent))}$", out, re.M), out
     with pytest.raises(P.MissingInputsError, match="LCCP corpus"):
         P.require_inputs(load_budget_file(path), "03_scaling_law")
 
 
-def test_full_own_data_lists_only_the_inputs_the_file_leaves_missing(tmp_path):
+def test_full_own_data_lists_only_the_inputs_the_file_leaves_missing(tmp_path, capsys, monkeypatch):
     """The example names all five inputs at its own paths; with three of them pointed (--set)
     at files that exist, the plan lists only the other two, at the file's paths."""
     f = read_budget_file(EXAMPLES / "full-own-data.toml")
@@ -312,13 +320,12 @@ def test_full_own_data_lists_only_the_inputs_the_file_leaves_missing(tmp_path):
     ref.mkdir()
     _write(ref / "config.json", "{}")
     sets = [f"corpus=jsonl:{corpus}", f"tokenizer=hf:{tok}", f"reference.path={ref}"]
-    r = subproc.run([sys.executable, "-m", "nblib.book.plan", "--budget-file", str(EXAMPLES / "full-own-data.toml"),
-                     *[a for s in sets for a in ("--set", s)]], capture_output=True, text=True, cwd=REPO_ROOT,
-                    timeout=300)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "2 input(s) of budget file" in r.stdout and "- pair corpus:" in r.stdout and "- pair tokenizer:" in r.stdout
-    assert "- LCCP corpus:" not in r.stdout and f"[found] LCCP corpus: {corpus}" in r.stdout
-    assert "expected at /data/fineweb-edu/train.jsonl" in r.stdout
+    code, out = _plan(["--budget-file", EXAMPLES / "full-own-data.toml", *[a for s in sets for a in ("--set", s)]],
+                      capsys, monkeypatch)
+    assert code == 2, out
+    assert "2 input(s) of budget file" in out and "- pair corpus:" in out and "- pair tokenizer:" in out
+    assert "- LCCP corpus:" not in out and f"[found] LCCP corpus: {corpus}" in out
+    assert "expected at /data/fineweb-edu/train.jsonl" in out
     # the vocabulary follows the tokenizer: the compute counts 1,024-entry embeddings
     b = O.own_data(read_budget_file(EXAMPLES / "full-own-data.toml", sets).budget)
     assert {spec.model["vocab_size"] for spec in b.scales.values()} == {load_tokenizer(f"hf:{tok}").vocab_size}

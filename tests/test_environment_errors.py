@@ -26,6 +26,7 @@ from nblib.models.base import DecoderLM
 from nblib.store.checkpoint import list_checkpoints, verify_checkpoint
 from nblib.store.runstore import RunConfig, RunStore
 from nblib.training import train as T
+from nblib.training.runner import get_or_run
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 MODEL = {"family": "llama", "vocab_size": 257, "d_model": 32, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1,
@@ -75,13 +76,11 @@ def tmpfs(tmp_path):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The run trained without interruption: its final weights and the size of one checkpoint."""
+    """The run trained without interruption, in this process (the trainer the command line runs;
+    a process of its own would only add torch's start-up): its final weights and the size of one
+    checkpoint."""
     root = tmp_path_factory.mktemp("ref")
-    cfg = root / "config.json"
-    cfg.write_text(json.dumps(config().to_dict()))
-    code, err = train_cli(cfg, root / "runs")
-    assert code == 0, err
-    run = RunStore(root / "runs").run(config())
+    run = get_or_run(RunStore(root / "runs"), config(), progress=False)
     ckpts = list_checkpoints(run.path)
     size = max(sum(f.stat().st_size for f in c.path.iterdir()) for c in ckpts)
     return run.load_model().state_dict(), size

@@ -58,35 +58,39 @@ def test_tiny_run_writes_every_section(tmp_path):
     assert "checks: all passed" in r.stdout and "S5" in r.stdout
 
 
-def test_tiny_refuses_to_overwrite_the_real_result():
-    r = run("--tiny", "--out", str(ROOT / "benchmarks" / "results" / "gpu_check.json"), "--only", "decode")
-    assert r.returncode == 2 and "overwrite" in r.stderr
+# The refusal, the dry run and the planted faults call `main` in this process (its exit status is main's return
+# value); only the runs that train start a process of their own, as a user's command does.
+def test_tiny_refuses_to_overwrite_the_real_result(gc, capsys):
+    code = gc.main(["--tiny", "--out", str(ROOT / "benchmarks" / "results" / "gpu_check.json"), "--only", "decode"])
+    assert code == 2 and "overwrite" in capsys.readouterr().err
 
 
-def test_dry_run_lists_full_scales_without_allocating():
-    r = run("--dry-run", "--peak-tflops", "989")
-    assert r.returncode == 0, r.stdout + r.stderr
-    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line[:2] in ("S1", "S2", "S3", "S4",
-                                                                                           "S5")}
+def test_dry_run_lists_full_scales_without_allocating(gc, capsys):
+    code = gc.main(["--dry-run", "--peak-tflops", "989"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line[:2] in ("S1", "S2", "S3", "S4",
+                                                                                      "S5")}
     assert list(rows) == ["S1", "S2", "S3", "S4", "S5"]
     n = {s: int(v[1].replace(",", "")) for s, v in rows.items()}
     paper = {"S1": 31.47e6, "S2": 60.84e6, "S3": 104.42e6, "S4": 245.42e6, "S5": 821.15e6}
     assert all(abs(n[s] / paper[s] - 1) < 0.01 for s in n)  # the full shapes, within 1% of Table 1's N
     flops = [float(v[3]) for v in rows.values()]
     assert flops == sorted(flops) and flops[0] > 1e9  # FLOPs/token at 32K grow with the scale
-    assert "32768 tokens" in r.stdout and "989 TFLOP/s" in r.stdout
+    assert "32768 tokens" in out and "989 TFLOP/s" in out
 
 
-def test_planted_faults_exit_nonzero(tmp_path):
+def test_planted_faults_exit_nonzero(gc, tmp_path, capsys):
     out = tmp_path / "bad.json"
-    r = run("--tiny", "--out", str(out), "--only", "train,decode", "--scales", "S1",
-            "--plant", "decode-mismatch", "--plant", "nonfinite-loss")
-    assert r.returncode == 1, r.stdout + r.stderr
+    code = gc.main(["--tiny", "--out", str(out), "--only", "train,decode", "--scales", "S1",
+                    "--plant", "decode-mismatch", "--plant", "nonfinite-loss"])
+    printed = capsys.readouterr().out
+    assert code == 1, printed
     res = json.loads(out.read_text())
     assert res["ok"] is False and res["planted_faults"] == ["decode-mismatch", "nonfinite-loss"]
     assert res["checks"] == {"train_S1_loss_finite": False, "decode_A_match": False, "decode_B_match": False}
     assert all(d["first_mismatch"] == 0 and "top2_gap_at_mismatch" in d for d in res["decode"])
-    assert "FAILED" in r.stdout
+    assert "FAILED" in printed
 
 
 def test_peak_table(gc):

@@ -76,9 +76,10 @@ def test_papermill_override_changes_the_result(smoke_env):
     assert injected and 'budget = "smoke"' in injected[0].source
 
 
+# Each case starts a kernel (about 5 CPU-s); an unknown scale, refused by the same Chapter call
+# before the chapter's own list, is checked in this process below.
 @pytest.mark.parametrize("name,param,value,allowed", [
     ("01_introduction", "budget", "huge", "smoke, toy, full"),
-    ("04_constant_last4", "scale", "S9", "S1, S2, S3, S4, S5"),
     ("04_constant_last4", "scale", "S1", "S3, S4, S5"),
 ])
 def test_bad_parameter_fails_at_once_naming_allowed_values(smoke_env, name, param, value, allowed):
@@ -92,3 +93,14 @@ def test_bad_parameter_fails_at_once_naming_allowed_values(smoke_env, name, para
     assert f"{param}={value!r}" in msg and allowed in msg
     # it failed in the first code cells, before any training
     assert not (smoke_env / "runs").exists() or not any((smoke_env / "runs").iterdir())
+
+
+def test_an_unknown_scale_is_refused_with_every_scale_named(smoke_env):
+    """Chapter 4's parameters cell passes `scale` to `Chapter`, which refuses a scale no budget
+    has (naming them all) before the chapter's own list of allowed scales."""
+    from nblib.book.chapter import Chapter
+    from nblib.budgets import BudgetError
+
+    with pytest.raises(BudgetError, match=r"scale='S9'.*S1, S2, S3, S4, S5"):
+        Chapter("04_constant_last4", budget="smoke", scale="S9", allowed_scales=("S3", "S4", "S5"))
+    assert "allowed_scales=(\"S3\", \"S4\", \"S5\")" in (NB / "04_constant_last4.py").read_text()

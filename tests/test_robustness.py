@@ -34,7 +34,8 @@ from nblib.lccp import merge as M
 from nblib.lccp.scaling import __main__ as scaling_cli
 from nblib.store.atomic import append_jsonl
 from nblib.store.checkpoint import CKPT_DIR, CorruptCheckpointError, list_checkpoints, verify_checkpoint
-from nblib.store.runstore import ConfigError, RunConfig, RunLock, RunLockedError, RunStore
+from nblib.store.lock import RunLock, RunLockedError
+from nblib.store.runstore import ConfigError, RunConfig, RunStore
 from nblib.training import train as T
 from nblib.training.runner import get_or_run
 
@@ -209,7 +210,7 @@ def test_disk_full_during_training_exits_2_and_is_written_to_train_log(tmp_path,
 # --------------------------------------------------------------------------- two writers
 
 def _hold_lock(lock_path: Path):
-    code = (f"import time, sys; from pathlib import Path; from nblib.store.runstore import RunLock; "
+    code = (f"import time, sys; from pathlib import Path; from nblib.store.lock import RunLock; "
             f"l = RunLock(Path({str(lock_path)!r})); l.acquire(); print('held', flush=True); time.sleep(60)")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=ENV)
     assert p.stdout.readline().strip() == "held"

@@ -15,7 +15,8 @@ import torch
 from nblib.store.atomic import atomic_path, atomic_write_json
 from nblib.store.checkpoint import (CorruptCheckpointError, list_checkpoints, load_training_state, load_weights,
                                     save_checkpoint, verify_checkpoint)
-from nblib.store.runstore import RunConfig, RunLock, RunLockedError
+from nblib.store.lock import RunLock, RunLockedError
+from nblib.store.runstore import RunConfig
 
 
 def _cfg(**kw):
@@ -112,7 +113,7 @@ def test_lock_contention(tmp_path):
     code = textwrap.dedent(f"""
         import time, sys
         from pathlib import Path
-        from nblib.store.runstore import RunLock
+        from nblib.store.lock import RunLock  # no torch: the holder starts at once
         l = RunLock(Path({str(lockfile)!r})); l.acquire()
         print("locked", flush=True); time.sleep(30)
     """)
@@ -149,3 +150,11 @@ def test_run_config_rejects_bad_values():
         _cfg(init={"run": "0123456789abcdef", "step": 1, "mode": "copy"})
     with pytest.raises(ValueError, match=r"run config fields=\['lr'\]"):
         RunConfig.from_dict({**_cfg().to_dict(), "lr": 3})
+
+
+def test_the_lock_module_imports_no_torch():
+    """A process that only holds or reads a run's lock (another trainer's stand-in in the tests)
+    starts in a tenth of a second: nblib.store.lock must not import torch (2-3 s)."""
+    r = subprocess.run([sys.executable, "-c", "import sys, nblib.store.lock; print('torch' in sys.modules)"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr

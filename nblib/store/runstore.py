@@ -22,22 +22,19 @@ import dataclasses
 import hashlib
 import json
 import os
-import socket
-import sys
-import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import filelock
 import pandas as pd
 import torch
 
 from nblib.cli import UserError
 from nblib.models import build_model
-from nblib.store.atomic import atomic_write_json, atomic_write_text
+from nblib.store.atomic import atomic_write_json
 from nblib.store.checkpoint import (CheckpointInfo, CorruptCheckpointError, list_checkpoints, load_weights,
                                     verify_checkpoint, weights_sha256)
+from nblib.store.lock import RunLock
 from nblib.store.provenance import REPO_ROOT
 
 DEFAULT_RUN_ROOT = REPO_ROOT / "runs"
@@ -54,10 +51,6 @@ MUON_ADJUST_LR = ("original", "match_rms_adamw")
 
 
 MEMO_SHA_KEY = "_checkpoint_sha256"  # in cached evaluations: {step: sha256 of the weights evaluated}
-
-
-class RunLockedError(UserError, RuntimeError):
-    """Another process holds the write lock of this run."""
 
 
 class RunNotFoundError(UserError, KeyError):
@@ -303,69 +296,6 @@ def _json_default(o):
     if hasattr(o, "item"):
         return o.item()
     raise TypeError(f"not JSON serialisable: {o!r}")
-
-
-class RunLock:
-    """An exclusive lock on `<run>/LOCK`, so two processes never write one run.
-
-    The lock is `filelock`'s flock on the file, opened with O_NOFOLLOW: a symlink planted
-    at LOCK is refused, never followed. The holder's pid goes to `<run>/LOCK.owner`
-    (written atomically, by rename), so a refused writer can say who holds the run.
-    """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._lock = filelock.FileLock(str(self.path), mode=0o644, thread_local=False)
-
-    @property
-    def owner_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".owner")
-
-    def holder(self) -> str:
-        """Who holds the lock: 'pid P on HOST since TIME' (what the holder wrote), or '?'."""
-        try:
-            info = json.loads(self.owner_path.read_text())
-            return f"pid {info['pid']} on {info['host']} since {info['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "an unknown process"
-
-    def acquire(self, blocking: bool = False, timeout: float | None = None, poll: float = 0.5) -> None:
-        """Take the lock. Not blocking: raise RunLockedError at once if another process holds
-        it. Blocking: wait (saying so once on stderr) up to `timeout` seconds, or forever."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.is_symlink():
-            raise RunLockedError(f"{self.path} is a symbolic link; a run's LOCK must be a plain file "
-                                 f"(remove the link)")
-        try:
-            self._lock.acquire(timeout=0, poll_interval=poll)
-        except filelock.Timeout:
-            if not blocking:
-                raise self._locked_error() from None
-            print(f"[nblib] run {self.path.parent.name} is being written by {self.holder()}; waiting for it "
-                  f"to finish" + (f" (up to {timeout:g} s)" if timeout is not None else "") + " ...",
-                  file=sys.stderr, flush=True)
-            try:
-                self._lock.acquire(timeout=-1 if timeout is None else timeout, poll_interval=poll)
-            except filelock.Timeout:
-                raise self._locked_error() from None
-        atomic_write_text(self.owner_path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                       "since": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
-
-    def _locked_error(self) -> "RunLockedError":
-        return RunLockedError(f"run {self.path.parent.name} is being written by {self.holder()}; "
-                              f"wait for it or stop it")
-
-    def release(self) -> None:
-        if self._lock.is_locked:
-            self.owner_path.unlink(missing_ok=True)
-            self._lock.release()
-
-    def __enter__(self):
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
 
 
 class Run:
