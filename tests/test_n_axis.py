@@ -91,3 +91,24 @@ def test_a_record_written_twice_counts_once():
     # the last record of a key wins
     newer = pd.concat([recs, recs.iloc[[3]].assign(longppl=9.5)], ignore_index=True)
     assert n_axis.n_axis_table(newer).iloc[0]["log LongPPL larger"] == pytest.approx((np.log(9) + np.log(9.5)) / 2)
+
+
+def test_seed_noise_against_hand_computed_values():
+    """sigma pools the per-point sample variances; the effect is the largest scale's mean minus
+    the smallest's; the seeds needed are ceil(8 sigma^2 / per_step^2)."""
+    from nblib.chapters.appendix.probe_findings import seed_noise_findings
+
+    rows = [{"budget": "Vx", "scale": sc, "n_params": n, "short_seed": k, "ds": ds, "dl": 10,
+             "longppl": float(np.exp(base + off + (0.1 if k else -0.1)))}
+            for sc, n, base in [("S2", 100, 3.0), ("S3", 150, 2.95), ("S4", 200, 2.9)]
+            for ds, off in [(270, 0.0), (450, -0.2)] for k in (0, 1)]
+    t = n_axis.seed_noise_table(pd.DataFrame(rows)).iloc[0]
+    # every point: two seeds at mean +- 0.1, sample variance 0.02
+    assert t["sigma"] == pytest.approx(np.sqrt(0.02)) and t["effect"] == pytest.approx(-0.1)
+    assert t["steps"] == 2 and t["per_step"] == pytest.approx(-0.05) and t["n_ratio"] == 2.0
+    assert t["seeds_needed"] == 64  # 8 x 0.02 / 0.05^2
+    text = seed_noise_findings(n_axis.seed_noise_table(pd.DataFrame(rows)))
+    assert "standard deviation of 0.141 nats" in text and "only with 64 short seeds per scale" in text
+    rising = pd.DataFrame(rows).assign(longppl=lambda r: np.where(r["scale"] == "S4", r["longppl"] * 2, r["longppl"]))
+    assert not np.isfinite(n_axis.seed_noise_table(rising).iloc[0]["seeds_needed"])
+    assert "no number of seeds shows a fall" in seed_noise_findings(n_axis.seed_noise_table(rising))

@@ -139,5 +139,37 @@ def n_axis_table(records: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def seed_noise_table(records: pd.DataFrame) -> pd.DataFrame:
+    """The N axis's signal against its noise, one row per budget of the probe's records: `sigma`,
+    the short-seed standard deviation of log LongPPL (sample variances over seeds, pooled over
+    every (scale, Ds, Dl) with two seeds or more); `effect`, the largest scale's mean log LongPPL
+    minus the smallest's, averaged over the points both have (Eq. 1 wants it negative); `steps`,
+    the adjacent pairs between them; `per_step`, effect / steps; and `seeds_needed`, the short
+    seeds per scale at which a step of that size lies two standard errors from zero (the SE of a
+    difference of two k-seed means is sigma sqrt(2 / k), so k = ceil(8 sigma^2 / per_step^2);
+    infinite when the axis does not fall)."""
+    out = []
+    for budget, g in latest_records(records).groupby("budget", sort=False):
+        g = g.assign(y=np.log(g["longppl"]))
+        var = g.groupby(["scale", "ds", "dl"])["y"].var(ddof=1).dropna()
+        scales = list(dict.fromkeys(g.sort_values("n_params")["scale"]))
+        if len(scales) < 2 or var.empty:
+            continue
+        means = g.groupby(["scale", "ds", "dl"])["y"].mean()
+        small, large = means.loc[scales[0]], means.loc[scales[-1]]
+        shared = small.index.intersection(large.index)
+        effect = float((large[shared] - small[shared]).mean())
+        sigma, steps = float(np.sqrt(var.mean())), len(scales) - 1
+        per_step = effect / steps
+        # 1e-9: a ratio of exactly k computed as k + 1 ulp is not rounded up to k + 1
+        need = float(np.ceil(8 * sigma**2 / per_step**2 - 1e-9)) if per_step < 0 else np.inf
+        n = g.groupby("scale")["n_params"].first()
+        out.append({"budget": budget, "scales": f"{scales[0]} to {scales[-1]}",
+                    "n_ratio": float(n[scales[-1]] / n[scales[0]]), "sigma": sigma, "effect": effect,
+                    "steps": steps, "per_step": per_step,
+                    "seeds_needed": need})
+    return pd.DataFrame(out)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -296,6 +296,21 @@ def short_seed_lccp_findings(table: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def seed_noise_findings(noise: pd.DataFrame) -> str:
+    """Chapter 11's words on `nblib.probes.n_axis.seed_noise_table`: per design, the short-seed
+    spread of log LongPPL against the fall in N across the probed scales, and the seeds per scale
+    a step of the mean size would need to stand two standard errors from zero."""
+    out = []
+    for r in noise.itertuples():
+        need = ("the axis does not fall, so no number of seeds shows a fall" if not np.isfinite(r.seeds_needed)
+                else f"a step of that size stands two standard errors from zero only with {r.seeds_needed:.0f} "
+                     f"short seeds per scale")
+        out.append(f"- **{r.budget}**: one short seed's log LongPPL scatters with a standard deviation of "
+                   f"{r.sigma:.3f} nats; from {r.scales} (N x{r.n_ratio:.2f}) the mean changes by {r.effect:+.3f} "
+                   f"({r.per_step:+.3f} per adjacent step, {r.steps} step{'s' if r.steps > 1 else ''}): {need}.")
+    return "\n".join(out)
+
+
 def n_axis_findings(table: pd.DataFrame) -> str:
     """Chapter 11's words on the N-axis probe (`nblib.probes.n_axis.n_axis_table`): per design,
     the range of the larger scale's mean log LongPPL minus the smaller's over the probed points
