@@ -94,6 +94,18 @@ def test_publish_keeps_outputs_and_references_the_figures_files(planted, tmp_pat
     assert E.inflate(nb, repo) == [] and base64.b64decode(nb.cells[2].outputs[0]["data"]["image/png"]) == _png(1)
 
 
+def test_a_warning_names_paths_relative_to_the_repository(tmp_path):
+    repo = tmp_path / "repo"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
+        "stream", name="stderr", text=f"{repo}/nblib/gemma/fit.py:80: RuntimeWarning: overflow\n"
+                                      "/tmp/ipykernel_3660/3174174310.py:3: Pandas4Warning: item\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": f"PosixPath('{repo}/figures/t.csv')"})])])
+    E.slim(nb, tmp_path, {}, repo)
+    assert nb.cells[0].outputs[0]["text"] == ("nblib/gemma/fit.py:80: RuntimeWarning: overflow\n"
+                                              "<cell>:3: Pandas4Warning: item\n")
+    assert nb.cells[0].outputs[1]["data"]["text/plain"] == "PosixPath('figures/t.csv')"
+
+
 def test_an_output_too_large_to_commit_is_replaced_by_a_line_saying_so(tmp_path):
     nb = _executed("03_scaling_law", None)
     nb.cells[1].outputs.append(nbformat.v4.new_output("stream", name="stdout", text="x" * (E.MAX_OUTPUT_CHARS + 10)))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -33,6 +34,22 @@ BUILD_FILE = "build.json"
 BUILD_KEY, FIGURE_KEY = "nblib_build", "nblib_figure"
 MAX_OUTPUT_CHARS = 200_000  # one output larger than this (as JSON) is left out of the committed copy
 MAX_TOTAL_BYTES = 6_000_000  # all committed copies together
+# The file ipykernel compiles a cell into, as a warning's traceback names it (/tmp/ipykernel_<pid>/<hash>.py)
+KERNEL_CELL_FILE = re.compile(r"/\S*/ipykernel_\d+/\d+\.py")
+
+
+def relative_paths(text: str, repo: Path = REPO_ROOT) -> str:
+    """`text` as it reads on every clone: the repository's absolute path dropped (so a warning
+    names nblib/..., not /home/you/repo/nblib/...), the kernel's temporary cell file named <cell>."""
+    return KERNEL_CELL_FILE.sub("<cell>", text.replace(f"{Path(repo).resolve().as_posix()}/", ""))
+
+
+def relative_outputs(out, repo: Path = REPO_ROOT) -> None:
+    """`relative_paths` on an output's text in place: a stream's text, a result's text/plain."""
+    if isinstance(out.get("text"), str):
+        out["text"] = relative_paths(out["text"], repo)
+    if isinstance(out.get("data", {}).get("text/plain"), str):
+        out["data"]["text/plain"] = relative_paths(out["data"]["text/plain"], repo)
 
 
 def _sha256(data: bytes) -> str:
@@ -48,13 +65,15 @@ def source_sha256(name: str, notebooks: Path | None = None) -> str | None:
 def slim(nb, figures: Path, build: dict, repo: Path = REPO_ROOT):
     """An executed chapter as it is committed: runner metadata (papermill's timings) dropped, the
     build named in the notebook's metadata, each PNG that is byte for byte a file under `figures`
-    replaced by a reference to it, each output over MAX_OUTPUT_CHARS by a line saying so."""
+    replaced by a reference to it, each output over MAX_OUTPUT_CHARS by a line saying so, and the
+    text of each output with paths relative to the repository (`relative_paths`)."""
     pngs = {_sha256(p.read_bytes()): p for p in sorted(Path(figures).rglob("*.png"))}
     nb.metadata.pop("papermill", None)
     nb.metadata[BUILD_KEY] = build
     for cell in nb.cells:
         cell.metadata.pop("papermill", None), cell.metadata.pop("execution", None)
         for i, out in enumerate(cell.get("outputs", [])):
+            relative_outputs(out, repo)
             png = out.get("data", {}).get("image/png")
             digest = _sha256(base64.b64decode(png)) if isinstance(png, str) else None
             if digest in pngs:
